@@ -1,0 +1,103 @@
+"""Rich gRPC errors: google.rpc.Status with BadRequest field violations or ErrorInfo."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import NoReturn
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+DOMAIN = "candor.dev"
+
+
+class FieldViolations:
+    """Collects bad-input findings so one response lists them all."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str]] = []
+
+    def add(self, field: str, description: str) -> None:
+        self.items.append((field, description))
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+
+def _status(code: grpc.StatusCode, message: str, details: Iterable[object]) -> grpc.Status:
+    packed = []
+    for detail in details:
+        any_msg = any_pb2.Any()
+        any_msg.Pack(detail)  # type: ignore[arg-type]
+        packed.append(any_msg)
+    proto = status_pb2.Status(code=getattr(code_pb2, code.name), message=message, details=packed)
+    return rpc_status.to_status(proto)
+
+
+def bad_request_status(violations: FieldViolations, message: str = "invalid request") -> grpc.Status:
+    detail = error_details_pb2.BadRequest(
+        field_violations=[
+            error_details_pb2.BadRequest.FieldViolation(field=f, description=d)
+            for f, d in violations.items
+        ]
+    )
+    summary = "; ".join(f"{f}: {d}" for f, d in violations.items)
+    return _status(grpc.StatusCode.INVALID_ARGUMENT, f"{message}: {summary}", [detail])
+
+
+def error_info_status(
+    code: grpc.StatusCode, reason: str, message: str, metadata: dict[str, str] | None = None
+) -> grpc.Status:
+    detail = error_details_pb2.ErrorInfo(reason=reason, domain=DOMAIN, metadata=metadata or {})
+    return _status(code, message, [detail])
+
+
+async def abort_with(context: grpc.aio.ServicerContext, status: grpc.Status) -> NoReturn:
+    """Abort the call with a rich status (details travel in grpc-status-details-bin)."""
+    await context.abort_with_status(status)
+    raise AssertionError("unreachable: abort_with_status raises")
+
+
+async def abort_invalid(
+    context: grpc.aio.ServicerContext, violations: FieldViolations
+) -> NoReturn:
+    await abort_with(context, bad_request_status(violations))
+
+
+async def abort_info(
+    context: grpc.aio.ServicerContext,
+    code: grpc.StatusCode,
+    reason: str,
+    message: str,
+    metadata: dict[str, str] | None = None,
+) -> NoReturn:
+    await abort_with(context, error_info_status(code, reason, message, metadata))
+
+
+def field_violations_of(error: grpc.RpcError) -> list[tuple[str, str]]:
+    """Client side: the field violations carried by an INVALID_ARGUMENT error."""
+    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    out: list[tuple[str, str]] = []
+    if status is None:
+        return out
+    for detail in status.details:
+        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            br = error_details_pb2.BadRequest()
+            detail.Unpack(br)
+            out.extend((v.field, v.description) for v in br.field_violations)
+    return out
+
+
+def error_reason_of(error: grpc.RpcError) -> str:
+    """Client side: the ErrorInfo reason of an error, or empty."""
+    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    if status is None:
+        return ""
+    for detail in status.details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            return str(info.reason)
+    return ""

@@ -1,0 +1,122 @@
+"""Prometheus metrics: the standard grpc_server_* set (as go-grpc-prometheus names them)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+class ServiceMetrics:
+    """One registry per service, so each service's /metrics shows only its own series."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        labels = ["grpc_type", "grpc_service", "grpc_method"]
+        self.started = Counter(
+            "grpc_server_started_total", "RPCs started on the server.", labels,
+            registry=self.registry,
+        )
+        self.handled = Counter(
+            "grpc_server_handled_total", "RPCs completed on the server, by status code.",
+            [*labels, "grpc_code"], registry=self.registry,
+        )
+        self.handling = Histogram(
+            "grpc_server_handling_seconds", "Time to handle an RPC, until its last message.",
+            labels, buckets=LATENCY_BUCKETS, registry=self.registry,
+        )
+        self.msg_sent = Counter(
+            "grpc_server_msg_sent_total", "Stream messages sent by the server.", labels,
+            registry=self.registry,
+        )
+
+    def serve(self, host: str, port: int) -> None:
+        """Expose /metrics on its own port (0 disables)."""
+        if port:
+            start_http_server(port, addr=host, registry=self.registry)
+
+
+def _split(method: str) -> tuple[str, str]:
+    _, service, name = method.split("/", 2)
+    return service, name
+
+
+def _code_of(context: grpc.aio.ServicerContext, error: BaseException | None) -> str:
+    code = context.code()
+    if isinstance(code, grpc.StatusCode):
+        return code.name
+    if isinstance(code, int):
+        for candidate in grpc.StatusCode:
+            if candidate.value[0] == code:
+                return candidate.name
+    if error is None:
+        return "OK"
+    if isinstance(error, grpc.aio.AbortError):
+        return "UNKNOWN"
+    return "CANCELLED" if isinstance(error, (KeyboardInterrupt,)) else "UNKNOWN"
+
+
+class MetricsInterceptor(grpc.aio.ServerInterceptor):
+    """Counts and times every unary and server-streaming RPC."""
+
+    def __init__(self, metrics: ServiceMetrics) -> None:
+        self._m = metrics
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if handler is None:
+            return handler
+        service, method = _split(details.method)
+        m = self._m
+        if handler.unary_unary:
+            inner_uu = handler.unary_unary
+
+            async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                labels = ("unary", service, method)
+                m.started.labels(*labels).inc()
+                start = time.perf_counter()
+                error: BaseException | None = None
+                try:
+                    return await inner_uu(request, context)
+                except BaseException as exc:
+                    error = exc
+                    raise
+                finally:
+                    m.handling.labels(*labels).observe(time.perf_counter() - start)
+                    m.handled.labels(*labels, _code_of(context, error)).inc()
+
+            return grpc.unary_unary_rpc_method_handler(
+                unary, handler.request_deserializer, handler.response_serializer
+            )
+        if handler.unary_stream:
+            inner_us = handler.unary_stream
+
+            async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+                labels = ("server_stream", service, method)
+                m.started.labels(*labels).inc()
+                start = time.perf_counter()
+                error: BaseException | None = None
+                try:
+                    async for item in inner_us(request, context):
+                        m.msg_sent.labels(*labels).inc()
+                        yield item
+                except BaseException as exc:
+                    error = exc
+                    raise
+                finally:
+                    m.handling.labels(*labels).observe(time.perf_counter() - start)
+                    m.handled.labels(*labels, _code_of(context, error)).inc()
+
+            return grpc.unary_stream_rpc_method_handler(
+                stream, handler.request_deserializer, handler.response_serializer
+            )
+        return handler

@@ -1,0 +1,234 @@
+"""Typed, frozen settings for every component, loaded once at start-up from YAML + env.
+
+Precedence: defaults here < the YAML file (``CANDOR_CONFIG``) < ``CANDOR_<SECTION>__<FIELD>`` env.
+Nothing below reads the environment after start-up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class SettingsError(ValueError):
+    """Raised when settings cannot be parsed or fail validation."""
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """One caller credential; the key itself is never stored, only its sha256."""
+
+    name: str
+    sha256: str
+    """Hex sha256 of the key the caller sends in the ``x-api-key`` metadata."""
+    tenants: tuple[str, ...]
+    """Tenants this key may use; ``"*"`` means any."""
+
+
+@dataclass(frozen=True)
+class AuthSettings:
+    enabled: bool = True
+    """Off only for the embedded default; start-up logs a loud warning."""
+    keys: tuple[ApiKey, ...] = ()
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """Where one service listens."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    metrics_port: int = 0
+    """0 disables the Prometheus endpoint."""
+    grace_seconds: float = 10.0
+    """How long in-flight calls may run after SIGTERM before they are cancelled."""
+    drain_delay_seconds: float = 0.5
+    """Time between NOT_SERVING and closing the listener, so load balancers notice first."""
+    max_message_bytes: int = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class RetrievalSettings:
+    server: ServerSettings = ServerSettings(port=50051, metrics_port=9101)
+    data_dir: str = "data"
+    """Where the embedded stores (Qdrant Edge, tantivy) keep their files."""
+    candidate_pool: int = 30
+    top_k: int = 10
+    rrf_k: int = 60
+    dense_weight: float = 0.7
+    keyword_weight: float = 0.3
+    arm_timeout_seconds: float = 2.0
+    max_query_chars: int = 2000
+    max_documents_per_call: int = 500
+    max_document_chars: int = 1_000_000
+    chunk_words: int = 120
+    chunk_overlap_words: int = 30
+    embed_threads: int = 1
+    embed_batch_size: int = 32
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    server: ServerSettings = ServerSettings(port=50052, metrics_port=9102)
+    policy_path: str = ""
+    """YAML threshold config; empty means the packaged default."""
+    retrieval_target: str = "127.0.0.1:50051"
+    generator_target: str = "127.0.0.1:50053"
+    signing_key_path: str = ""
+    """Ed25519 private key (PEM). Empty: created under data_dir/keys on first start."""
+    key_id: str = "candor-1"
+    issuer: str = "candor-gate"
+    audience: str = "candor-generator"
+    token_ttl_seconds: int = 60
+    retrieval_timeout_seconds: float = 3.0
+    generation_timeout_seconds: float = 30.0
+    max_query_chars: int = 2000
+
+
+@dataclass(frozen=True)
+class GeneratorSettings:
+    server: ServerSettings = ServerSettings(port=50053, metrics_port=9103)
+    public_keys_dir: str = ""
+    """Directory of ``<kid>.pub.pem`` files. Empty: data_dir/keys."""
+    issuer: str = "candor-gate"
+    audience: str = "candor-generator"
+    clock_skew_seconds: int = 5
+    backend: str = "extractive"
+    max_sentences: int = 3
+    max_query_chars: int = 2000
+
+
+@dataclass(frozen=True)
+class Settings:
+    data_dir: str = "data"
+    log_level: str = "INFO"
+    auth: AuthSettings = AuthSettings(enabled=False)
+    retrieval: RetrievalSettings = field(default_factory=RetrievalSettings)
+    gate: GateSettings = field(default_factory=GateSettings)
+    generator: GeneratorSettings = field(default_factory=GeneratorSettings)
+
+    def path(self, *parts: str) -> Path:
+        """A path under the data directory."""
+        return Path(self.data_dir).joinpath(*parts)
+
+
+def _coerce(tp: Any, value: Any, where: str) -> Any:
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        if not isinstance(value, Mapping):
+            raise SettingsError(f"{where}: expected a mapping")
+        return _build(tp, value, where)
+    if origin is tuple:
+        (item_tp, _ellipsis) = typing.get_args(tp)
+        if isinstance(value, str):
+            value = [v for v in value.split(",") if v]
+        if not isinstance(value, list | tuple):
+            raise SettingsError(f"{where}: expected a list")
+        return tuple(_coerce(item_tp, v, f"{where}[{i}]") for i, v in enumerate(value))
+    if origin in (types.UnionType, typing.Union):
+        return value
+    if tp is bool:
+        if isinstance(value, str):
+            if value.lower() in ("1", "true", "yes", "on"):
+                return True
+            if value.lower() in ("0", "false", "no", "off"):
+                return False
+            raise SettingsError(f"{where}: not a boolean: {value!r}")
+        return bool(value)
+    if tp in (int, float, str):
+        try:
+            return tp(value)
+        except (TypeError, ValueError) as exc:
+            raise SettingsError(f"{where}: expected {tp.__name__}, got {value!r}") from exc
+    return value
+
+
+def _build(cls: type[Any], data: Mapping[str, Any], where: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(data) - names
+    if unknown:
+        raise SettingsError(f"{where}: unknown settings {sorted(unknown)}")
+    defaults = cls()  if all(
+        f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+        for f in dataclasses.fields(cls)
+    ) else None
+    kwargs: dict[str, Any] = {}
+    for name, value in data.items():
+        tp = hints[name]
+        if dataclasses.is_dataclass(tp) and defaults is not None and isinstance(value, Mapping):
+            base = dataclasses.asdict(getattr(defaults, name))
+            value = _deep_merge(base, value)
+        kwargs[name] = _coerce(tp, value, f"{where}.{name}")
+    return cls(**kwargs)
+
+
+def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
+    tree: dict[str, Any] = {}
+    for key, value in env.items():
+        if not key.startswith("CANDOR_") or key == "CANDOR_CONFIG":
+            continue
+        path = key[len("CANDOR_") :].lower().split("__")
+        node = tree
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = value
+    return tree
+
+
+def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Settings:
+    """Build and validate the settings; raises SettingsError with the offending key."""
+    env = os.environ if env is None else env
+    path = path or env.get("CANDOR_CONFIG") or None
+    data: dict[str, Any] = {}
+    if path:
+        try:
+            loaded = yaml.safe_load(Path(path).read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise SettingsError(f"cannot read settings file {path}: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise SettingsError(f"{path}: top level must be a mapping")
+        data = loaded
+    data = _deep_merge(data, _env_overrides(env))
+    # Keep the per-service data dirs under the one top-level data_dir unless set explicitly.
+    if "data_dir" in data:
+        data.setdefault("retrieval", {}).setdefault("data_dir", data["data_dir"])
+    settings: Settings = _build(Settings, data, "settings")
+    _validate(settings)
+    return settings
+
+
+def _validate(s: Settings) -> None:
+    r = s.retrieval
+    checks = [
+        (r.candidate_pool >= 1, "retrieval.candidate_pool must be >= 1"),
+        (r.top_k >= 1, "retrieval.top_k must be >= 1"),
+        (r.rrf_k >= 1, "retrieval.rrf_k must be >= 1"),
+        (r.arm_timeout_seconds > 0, "retrieval.arm_timeout_seconds must be > 0"),
+        (0 <= r.chunk_overlap_words < r.chunk_words, "retrieval.chunk_overlap_words must be < chunk_words"),
+        (s.gate.token_ttl_seconds > 0, "gate.token_ttl_seconds must be > 0"),
+        (not s.auth.enabled or bool(s.auth.keys), "auth.enabled needs at least one auth.keys entry"),
+    ]
+    for key in s.auth.keys:
+        checks.append((len(key.sha256) == 64, f"auth.keys[{key.name}].sha256 must be 64 hex chars"))
+    for ok, message in checks:
+        if not ok:
+            raise SettingsError(message)

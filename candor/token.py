@@ -1,0 +1,243 @@
+"""The pass token: the gate's Ed25519-signed permission to generate for one query + evidence.
+
+A JWT (RFC 7519) with the algorithm pinned to EdDSA; keys are chosen by ``kid`` so they rotate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+import unicodedata
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import jwt
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+ALGORITHM = "EdDSA"
+
+
+class TokenError(Exception):
+    """A pass token was refused; ``reason`` is a stable machine-readable code."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def normalise_query(query: str) -> str:
+    """The form of a query that is hashed: NFKC, case-folded, whitespace collapsed."""
+    return " ".join(unicodedata.normalize("NFKC", query).casefold().split())
+
+
+def query_sha256(query: str) -> str:
+    return hashlib.sha256(normalise_query(query).encode()).hexdigest()
+
+
+def text_sha256(text: str) -> str:
+    """Evidence is hashed exactly as sent: any change to the text breaks the token."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class EvidenceClaim:
+    chunk_id: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class PassClaims:
+    """What a verified token says."""
+
+    token_id: str
+    tenant: str
+    query_sha256: str
+    evidence: tuple[EvidenceClaim, ...]
+    policy_version: str
+    tier: str
+    confidence: float
+    expires_at: int
+    clarify_only: bool = False
+
+
+class TokenSigner:
+    """Mints pass tokens (gate side; holds the private key)."""
+
+    def __init__(
+        self, key: Ed25519PrivateKey, kid: str, issuer: str, audience: str, ttl_seconds: int
+    ) -> None:
+        self._key, self._kid = key, kid
+        self._issuer, self._audience, self._ttl = issuer, audience, ttl_seconds
+
+    def mint(
+        self,
+        *,
+        tenant: str,
+        query: str,
+        evidence: Iterable[tuple[str, str]],
+        policy_version: str,
+        tier: str,
+        confidence: float,
+        clarify_only: bool = False,
+        now: float | None = None,
+    ) -> tuple[str, int]:
+        """Sign a token for ``evidence`` given as (chunk_id, text); returns (token, expires_at)."""
+        issued = int(now if now is not None else time.time())
+        expires = issued + self._ttl
+        claims: dict[str, Any] = {
+            "iss": self._issuer,
+            "aud": self._audience,
+            "iat": issued,
+            "exp": expires,
+            "jti": uuid.uuid4().hex,
+            "tenant": tenant,
+            "qh": query_sha256(query),
+            "ev": [{"id": cid, "h": text_sha256(text)} for cid, text in evidence],
+            "pv": policy_version,
+            "tier": tier,
+            "conf": round(confidence, 4),
+            "clarify": clarify_only,
+        }
+        token = jwt.encode(claims, self._key, algorithm=ALGORITHM, headers={"kid": self._kid})
+        return token, expires
+
+
+class ReplayStore(Protocol):
+    """Remembers used token ids until they expire."""
+
+    def claim(self, token_id: str, expires_at: int) -> bool:
+        """Record the id; False if it was already used."""
+        ...
+
+
+class InMemoryReplayStore:
+    """Per-process replay store; replicas of the generator each keep their own."""
+
+    def __init__(self) -> None:
+        self._used: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def claim(self, token_id: str, expires_at: int) -> bool:
+        now = int(time.time())
+        with self._lock:
+            if len(self._used) > 10_000:
+                self._used = {k: v for k, v in self._used.items() if v >= now}
+            if token_id in self._used:
+                return False
+            self._used[token_id] = expires_at
+            return True
+
+
+class TokenVerifier:
+    """Checks pass tokens (generator side; holds only public keys)."""
+
+    def __init__(
+        self,
+        public_keys: Mapping[str, Ed25519PublicKey],
+        issuer: str,
+        audience: str,
+        replay_store: ReplayStore,
+        clock_skew_seconds: int = 5,
+    ) -> None:
+        self._keys = dict(public_keys)
+        self._issuer, self._audience = issuer, audience
+        self._replays = replay_store
+        self._skew = clock_skew_seconds
+
+    def verify(
+        self, token: str, query: str, evidence: Sequence[tuple[str, str]]
+    ) -> PassClaims:
+        """Verify every claim against this request; raises TokenError with a reason code."""
+        if not token:
+            raise TokenError("TOKEN_MISSING", "a pass token is required")
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError as exc:
+            raise TokenError("TOKEN_MALFORMED", f"pass token is malformed: {exc}") from exc
+        if header.get("alg") != ALGORITHM:
+            raise TokenError("TOKEN_MALFORMED", "pass token algorithm is not EdDSA")
+        key = self._keys.get(str(header.get("kid", "")))
+        if key is None:
+            raise TokenError("TOKEN_UNKNOWN_KEY", "pass token is signed by an unknown key")
+        try:
+            claims = jwt.decode(
+                token,
+                key,
+                algorithms=[ALGORITHM],
+                audience=self._audience,
+                issuer=self._issuer,
+                leeway=self._skew,
+                options={"require": ["exp", "iat", "jti", "aud", "iss"]},
+            )
+        except jwt.ExpiredSignatureError as exc:
+            raise TokenError("TOKEN_EXPIRED", "pass token has expired") from exc
+        except jwt.InvalidAudienceError as exc:
+            raise TokenError("TOKEN_AUDIENCE", "pass token is for another audience") from exc
+        except jwt.InvalidIssuerError as exc:
+            raise TokenError("TOKEN_ISSUER", "pass token has an unexpected issuer") from exc
+        except jwt.InvalidSignatureError as exc:
+            raise TokenError("TOKEN_SIGNATURE", "pass token signature is invalid") from exc
+        except jwt.PyJWTError as exc:
+            raise TokenError("TOKEN_MALFORMED", f"pass token is invalid: {exc}") from exc
+        if claims.get("qh") != query_sha256(query):
+            raise TokenError("QUERY_MISMATCH", "the query is not the one the gate passed")
+        signed = [(e["id"], e["h"]) for e in claims.get("ev", [])]
+        sent = [(cid, text_sha256(text)) for cid, text in evidence]
+        if signed != sent:
+            raise TokenError("EVIDENCE_MISMATCH", "the evidence is not what the gate admitted")
+        if not self._replays.claim(str(claims["jti"]), int(claims["exp"])):
+            raise TokenError("TOKEN_REPLAYED", "pass token was already used")
+        return PassClaims(
+            token_id=str(claims["jti"]),
+            tenant=str(claims.get("tenant", "")),
+            query_sha256=str(claims["qh"]),
+            evidence=tuple(EvidenceClaim(cid, h) for cid, h in signed),
+            policy_version=str(claims.get("pv", "")),
+            tier=str(claims.get("tier", "")),
+            confidence=float(claims.get("conf", 0.0)),
+            expires_at=int(claims["exp"]),
+            clarify_only=bool(claims.get("clarify", False)),
+        )
+
+
+def load_or_create_signing_key(path: Path) -> Ed25519PrivateKey:
+    """Load a PEM private key, creating it (0600) with its public half beside it if absent."""
+    if path.exists():
+        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+        if not isinstance(key, Ed25519PrivateKey):
+            raise ValueError(f"{path} is not an Ed25519 private key")
+        return key
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = Ed25519PrivateKey.generate()
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    path.touch(mode=0o600)
+    path.write_bytes(pem)
+    return key
+
+
+def write_public_key(key: Ed25519PrivateKey, directory: Path, kid: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    out = directory / f"{kid}.pub.pem"
+    out.write_bytes(
+        key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    return out
+
+
+def load_public_keys(directory: Path) -> dict[str, Ed25519PublicKey]:
+    """Every ``<kid>.pub.pem`` in a directory (a mounted Secret in Kubernetes)."""
+    keys: dict[str, Ed25519PublicKey] = {}
+    for pem in sorted(directory.glob("*.pub.pem")):
+        key = serialization.load_pem_public_key(pem.read_bytes())
+        if isinstance(key, Ed25519PublicKey):
+            keys[pem.name.removesuffix(".pub.pem")] = key
+    return keys

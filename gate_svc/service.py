@@ -1,0 +1,341 @@
+"""GateService: the policy decision point. Thin adapter over signals + policy + pass token."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
+from opentelemetry.instrumentation.grpc import aio_client_interceptors
+from prometheus_client import Counter, Histogram
+
+from candor.common.v1 import evidence_pb2
+from candor.gate.v1 import gate_pb2 as pb
+from candor.gate.v1 import gate_pb2_grpc as pb_grpc
+from candor.generator.v1 import generator_pb2, generator_pb2_grpc
+from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
+from candor.runtime.auth import Authenticator, forwarded_metadata
+from candor.runtime.deadline import DeadlineExhausted, downstream_timeout
+from candor.runtime.errors import FieldViolations, abort_info, abort_invalid
+from candor.runtime.metrics import ServiceMetrics
+from candor.runtime.server import ServiceSpec
+from candor.runtime.validation import check_query, check_tenant
+from candor.settings import Settings
+from candor.token import TokenSigner, load_or_create_signing_key, write_public_key
+from gate_svc.policy import (
+    CLARIFY,
+    CONFIDENT,
+    PASS,
+    REFUSE,
+    UNCERTAIN,
+    Decision,
+    PolicyConfig,
+    arms_unavailable,
+    decide,
+    load_policy,
+)
+from gate_svc.refusal import refusal_message
+from gate_svc.signals import CandidateView
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["GateService"].full_name
+log = logging.getLogger("candor.gate")
+
+_OUTCOMES = {PASS: pb.OUTCOME_PASS, REFUSE: pb.OUTCOME_REFUSE, CLARIFY: pb.OUTCOME_CLARIFY}
+_TIERS = {
+    CONFIDENT: evidence_pb2.TIER_CONFIDENT,
+    UNCERTAIN: evidence_pb2.TIER_UNCERTAIN,
+    "no_match": evidence_pb2.TIER_NO_MATCH,
+}
+_REASONS = {
+    "passed": pb.REASON_PASSED,
+    "curated_answer": pb.REASON_CURATED_ANSWER,
+    "no_hits": pb.REASON_NO_HITS,
+    "below_floor": pb.REASON_BELOW_FLOOR,
+    "low_confidence": pb.REASON_LOW_CONFIDENCE,
+    "no_clear_winner": pb.REASON_NO_CLEAR_WINNER,
+    "missing_facets": pb.REASON_MISSING_FACETS,
+    "rerank_not_relevant": pb.REASON_RERANK_NOT_RELEVANT,
+    "arms_unavailable": pb.REASON_ARMS_UNAVAILABLE,
+}
+
+
+class GateMetrics:
+    def __init__(self, metrics: ServiceMetrics) -> None:
+        self.decisions = Counter(
+            "candor_gate_decisions_total",
+            "Gate decisions by outcome, reason and threshold config version.",
+            ["outcome", "reason", "policy_version", "policy"],
+            registry=metrics.registry,
+        )
+        self.confidence = Histogram(
+            "candor_gate_confidence", "Confidence of gate decisions.", ["outcome"],
+            buckets=(0.05, 0.1, 0.2, 0.3, 0.4, 0.45, 0.5, 0.6, 0.7, 0.75, 0.8, 0.9, 1.0),
+            registry=metrics.registry,
+        )
+        self.tokens = Counter(
+            "candor_gate_pass_tokens_total", "Pass tokens minted.", ["policy_version"],
+            registry=metrics.registry,
+        )
+
+
+def candidate_view(c: retrieval_pb2.Candidate) -> CandidateView:
+    return CandidateView(
+        chunk_id=c.chunk_id,
+        parent_id=c.parent_id,
+        document_id=c.document_id,
+        title=c.title,
+        text=c.text,
+        source_kind=int(c.source_kind),
+        cosine=c.dense.raw_score if c.HasField("dense") and c.dense.rank else None,
+        bm25=c.keyword.raw_score if c.HasField("keyword") and c.keyword.rank else None,
+        fused_score=c.fused_score,
+        fused_rank=c.fused_rank,
+        in_both=c.in_both,
+    )
+
+
+class GateServicer(pb_grpc.GateServiceServicer):
+    def __init__(
+        self,
+        settings: Settings,
+        policy: PolicyConfig,
+        signer: TokenSigner,
+        auth: Authenticator,
+        metrics: GateMetrics,
+    ) -> None:
+        self._s = settings.gate
+        self._policy = policy
+        self._policy_loaded_at = time.time()
+        self._signer, self._auth, self._m = signer, auth, metrics
+        interceptors = aio_client_interceptors()
+        self._retrieval_channel = grpc.aio.insecure_channel(
+            self._s.retrieval_target, interceptors=interceptors
+        )
+        self._generator_channel = grpc.aio.insecure_channel(
+            self._s.generator_target, interceptors=interceptors
+        )
+        self._retrieval = retrieval_pb2_grpc.RetrievalServiceStub(self._retrieval_channel)
+        self._generator = generator_pb2_grpc.GeneratorServiceStub(self._generator_channel)
+
+    async def close(self) -> None:
+        await self._retrieval_channel.close()
+        await self._generator_channel.close()
+
+    async def _validate(
+        self, tenant: str, query: str, context: grpc.aio.ServicerContext
+    ) -> None:
+        v = FieldViolations()
+        check_tenant(tenant, v)
+        check_query(query, self._s.max_query_chars, v)
+        if v:
+            await abort_invalid(context, v)
+        await self._auth.authorize(context, tenant)
+
+    async def _decide(
+        self,
+        tenant: str,
+        query: str,
+        language: str,
+        mode: int,
+        context: grpc.aio.ServicerContext,
+    ) -> pb.Decision:
+        policy = self._policy
+        arms: list[retrieval_pb2.ArmStatus] = []
+        degraded = False
+        try:
+            timeout = downstream_timeout(context, self._s.retrieval_timeout_seconds)
+            reply = await self._retrieval.Retrieve(
+                retrieval_pb2.RetrieveRequest(tenant=tenant, query=query, mode=mode),  # type: ignore[arg-type]
+                timeout=timeout,
+                metadata=forwarded_metadata(context),
+            )
+        except DeadlineExhausted as exc:
+            await abort_info(context, grpc.StatusCode.DEADLINE_EXCEEDED, "DEADLINE", str(exc))
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL,
+                              grpc.StatusCode.UNKNOWN) or (
+                exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+                and (context.time_remaining() or 1.0) > 0.1
+            ):
+                log.warning("retrieval unavailable", extra={"code": exc.code().name})
+                decision = arms_unavailable(policy, f"retrieval: {exc.code().name}: {exc.details()}")
+                return self._finish(decision, tenant, query, language, [], True)
+            await abort_info(context, exc.code(), "RETRIEVAL_" + exc.code().name, exc.details() or "")
+        arms = list(reply.arms)
+        degraded = reply.degraded
+        candidates = [candidate_view(c) for c in reply.candidates]
+        return self._finish(decide(candidates, policy), tenant, query, language, arms, degraded)
+
+    def _finish(
+        self,
+        d: Decision,
+        tenant: str,
+        query: str,
+        language: str,
+        arms: list[retrieval_pb2.ArmStatus],
+        degraded: bool,
+    ) -> pb.Decision:
+        out = pb.Decision(
+            decision_id=uuid.uuid4().hex,
+            outcome=_OUTCOMES[d.outcome],
+            tier=_TIERS[d.tier],
+            confidence=d.confidence,
+            display_confidence=d.display_confidence,
+            reason=_REASONS[d.reason],
+            reason_detail=d.detail,
+            policy_version=d.policy_version,
+            policy_name=d.policy_name,
+            signals=[pb.Signal(name=k, value=v) for k, v in sorted(d.signals.items())],
+            thresholds=[pb.Threshold(name=k, value=v) for k, v in sorted(d.thresholds.items())],
+            arms=arms,
+            degraded=degraded,
+        )
+        if d.outcome == PASS:
+            out.evidence.extend(
+                evidence_pb2.Evidence(
+                    chunk_id=c.chunk_id,
+                    document_id=c.document_id,
+                    parent_id=c.parent_id,
+                    title=c.title,
+                    text=c.text,
+                    source_kind=c.source_kind,  # type: ignore[arg-type]
+                    rank=i,
+                    score=c.fused_score,
+                )
+                for i, c in enumerate(d.evidence, start=1)
+            )
+            token, expires = self._signer.mint(
+                tenant=tenant,
+                query=query,
+                evidence=[(e.chunk_id, e.text) for e in out.evidence],
+                policy_version=d.policy_version,
+                tier=d.tier,
+                confidence=d.confidence,
+            )
+            out.pass_token = token
+            out.pass_token_expires_at.CopyFrom(Timestamp(seconds=expires))
+            self._m.tokens.labels(d.policy_version).inc()
+        else:
+            message, lang = refusal_message(
+                query, language, self._policy.refusal_messages, self._policy.default_language
+            )
+            out.refusal_message, out.refusal_language = message, lang
+        self._m.decisions.labels(d.outcome, d.reason, d.policy_version, d.policy_name).inc()
+        self._m.confidence.labels(d.outcome).observe(d.confidence)
+        log.info(
+            "decision",
+            extra={
+                "decision_id": out.decision_id,
+                "outcome": d.outcome,
+                "reason": d.reason,
+                "tier": d.tier,
+                "confidence": round(d.confidence, 4),
+                "policy_version": d.policy_version,
+                "evidence": len(out.evidence),
+                "degraded": degraded,
+            },
+        )
+        return out
+
+    async def Evaluate(
+        self, request: pb.EvaluateRequest, context: grpc.aio.ServicerContext
+    ) -> pb.EvaluateResponse:
+        await self._validate(request.tenant, request.query, context)
+        decision = await self._decide(
+            request.tenant, request.query, request.language, request.mode, context
+        )
+        return pb.EvaluateResponse(decision=decision)
+
+    async def Ask(
+        self, request: pb.AskRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.AskResponse]:
+        await self._validate(request.tenant, request.query, context)
+        decision = await self._decide(
+            request.tenant, request.query, request.language, request.mode, context
+        )
+        yield pb.AskResponse(decision=decision)
+        if decision.outcome != pb.OUTCOME_PASS:
+            return
+        try:
+            timeout = downstream_timeout(context, self._s.generation_timeout_seconds)
+        except DeadlineExhausted as exc:
+            await abort_info(context, grpc.StatusCode.DEADLINE_EXCEEDED, "DEADLINE", str(exc))
+        call = self._generator.Generate(
+            generator_pb2.GenerateRequest(
+                pass_token=decision.pass_token,
+                query=request.query,
+                evidence=decision.evidence,
+                language=request.language,
+            ),
+            timeout=timeout,
+            metadata=forwarded_metadata(context),
+        )
+        try:
+            async for event in call:
+                if event.HasField("delta"):
+                    yield pb.AskResponse(delta=event.delta)
+                else:
+                    yield pb.AskResponse(final=event.final)
+        except grpc.aio.AioRpcError as exc:
+            log.warning("generation failed", extra={"code": exc.code().name})
+            code = exc.code()
+            if code in (grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL):
+                code = grpc.StatusCode.UNAVAILABLE
+            await abort_info(context, code, "GENERATION_FAILED", exc.details() or code.name)
+
+    async def GetPolicy(
+        self, request: pb.GetPolicyRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetPolicyResponse:
+        if request.tenant:
+            v = FieldViolations()
+            check_tenant(request.tenant, v)
+            if v:
+                await abort_invalid(context, v)
+            await self._auth.authorize(context, request.tenant)
+        p = self._policy
+        s = p.seed000
+        return pb.GetPolicyResponse(
+            active=pb.PolicyInfo(
+                version=p.version,
+                policy_name=p.policy,
+                loaded_at=Timestamp(seconds=int(self._policy_loaded_at)),
+                sha256=p.sha256,
+                thresholds=[
+                    pb.Threshold(name="seed000.max_distance", value=s.max_distance),
+                    pb.Threshold(name="seed000.chunk_floor", value=s.chunk_floor),
+                    pb.Threshold(name="seed000.answer_gate", value=s.answer_gate),
+                    pb.Threshold(name="tiers.confident", value=p.tiers.confident),
+                    pb.Threshold(name="tiers.uncertain", value=p.tiers.uncertain),
+                ],
+            )
+        )
+
+
+def build_gate(settings: Settings) -> ServiceSpec:
+    g = settings.gate
+    key_path = Path(g.signing_key_path) if g.signing_key_path else settings.path(
+        "keys", f"{g.key_id}.pem"
+    )
+    key = load_or_create_signing_key(key_path)
+    if not g.signing_key_path:
+        # Embedded default: publish the public half where the generator looks for it.
+        write_public_key(key, key_path.parent, g.key_id)
+    signer = TokenSigner(key, g.key_id, g.issuer, g.audience, g.token_ttl_seconds)
+    policy = load_policy(g.policy_path or None)
+    log.info("threshold config loaded", extra={"policy_version": policy.version,
+                                               "policy": policy.policy})
+    metrics = ServiceMetrics()
+    servicer = GateServicer(
+        settings, policy, signer, Authenticator(settings.auth, SERVICE_NAME), GateMetrics(metrics)
+    )
+    return ServiceSpec(
+        name=SERVICE_NAME,
+        register=lambda server: pb_grpc.add_GateServiceServicer_to_server(servicer, server),
+        settings=g.server,
+        metrics=metrics,
+        on_stop=servicer.close,
+    )

@@ -1,0 +1,61 @@
+"""Citation verification: every quoted span must occur in the chunk it cites."""
+
+from __future__ import annotations
+
+import difflib
+import re
+import unicodedata
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"', "„": '"', "´": "'", "`": "'"})
+FUZZY_MIN_RATIO = 0.9
+
+
+@dataclass(frozen=True)
+class CitationClaim:
+    chunk_id: str
+    quote: str
+
+
+@dataclass(frozen=True)
+class CitationCheck:
+    chunk_id: str
+    quote: str
+    verified: bool
+    failure: str = ""
+
+
+def normalise(text: str) -> str:
+    """Case, quote style, markdown emphasis and whitespace do not count against a quote."""
+    text = unicodedata.normalize("NFKC", text).translate(_QUOTES).casefold()
+    text = re.sub(r"[*_]{1,3}", "", text)
+    return " ".join(text.split())
+
+
+def quote_holds(quote: str, source: str) -> bool:
+    """True if ``quote`` occurs in ``source`` after normalising, allowing small edits."""
+    q, s = normalise(quote), normalise(source)
+    if not q:
+        return False
+    if q in s:
+        return True
+    matcher = difflib.SequenceMatcher(None, s, q, autojunk=False)
+    matched = sum(block.size for block in matcher.get_matching_blocks())
+    return matched / len(q) >= FUZZY_MIN_RATIO
+
+
+def verify_citations(
+    citations: Sequence[CitationClaim], evidence: Mapping[str, str]
+) -> list[CitationCheck]:
+    """Check each citation names admitted evidence and quotes it faithfully."""
+    out = []
+    for c in citations:
+        source = evidence.get(c.chunk_id)
+        if source is None:
+            out.append(CitationCheck(c.chunk_id, c.quote, False, "cites evidence the gate did not admit"))
+        elif not quote_holds(c.quote, source):
+            out.append(CitationCheck(c.chunk_id, c.quote, False, "quote not found in the cited evidence"))
+        else:
+            out.append(CitationCheck(c.chunk_id, c.quote, True))
+    return out

@@ -1,0 +1,68 @@
+"""The offline extractive answerer: quotes the evidence sentences that best answer the query.
+
+Deterministic and model-free: sentences are scored by IDF-weighted overlap with the query's
+content terms, with a small preference for higher-ranked evidence.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator
+
+from candor.text import content_terms, sentences
+from generator_svc.citations import CitationClaim
+from generator_svc.llm.base import Draft, GenerationInput
+
+CAVEAT = "This may be incomplete. "
+CLARIFY = "Could you say a little more about what you are looking for?"
+
+
+class ExtractiveBackend:
+    name = "extractive"
+
+    def __init__(self, max_sentences: int = 3) -> None:
+        self._max = max_sentences
+
+    def select(self, inp: GenerationInput) -> list[tuple[int, str]]:
+        """(evidence index, sentence) pairs, best first, at most ``max_sentences``."""
+        query = set(content_terms(inp.query))
+        pool: list[tuple[int, int, str, set[str]]] = []
+        for ei, ev in enumerate(inp.evidence):
+            for si, sentence in enumerate(sentences(ev.text)):
+                pool.append((ei, si, sentence, set(content_terms(sentence))))
+        if not pool or not query:
+            return []
+        df = {t: sum(1 for *_, terms in pool if t in terms) for t in query}
+        idf = {t: math.log(1 + len(pool) / (1 + df[t])) for t in query}
+        scored = []
+        for ei, si, sentence, terms in pool:
+            overlap = sum(idf[t] for t in query & terms)
+            # Headings are one-line labels, not answers.
+            if overlap <= 0 or len(sentence.split()) < 4:
+                continue
+            scored.append((overlap / (1 + 0.1 * ei), ei, si, sentence))
+        scored.sort(key=lambda s: (-s[0], s[1], s[2]))
+        chosen = scored[: self._max]
+        chosen.sort(key=lambda s: (s[1], s[2]))  # read in document order
+        return [(ei, sentence) for _, ei, _, sentence in chosen]
+
+    async def stream(self, inp: GenerationInput) -> AsyncIterator[str | Draft]:
+        input_tokens = len(inp.query.split()) + sum(len(e.text.split()) for e in inp.evidence)
+        picked = [] if inp.clarify_only else self.select(inp)
+        if not picked:
+            yield CLARIFY
+            yield Draft(CLARIFY, (), input_tokens, len(CLARIFY.split()), is_clarification=True)
+            return
+        parts: list[str] = []
+        citations: list[CitationClaim] = []
+        if inp.tier == "uncertain":
+            parts.append(CAVEAT)
+            yield CAVEAT
+        for ei, sentence in picked:
+            piece = f"{sentence} [{ei + 1}]"
+            piece = piece if not citations else " " + piece
+            parts.append(piece)
+            citations.append(CitationClaim(inp.evidence[ei].chunk_id, sentence))
+            yield piece
+        text = "".join(parts)
+        yield Draft(text, tuple(citations), input_tokens, len(text.split()))

@@ -1,0 +1,114 @@
+"""Per-arm parent collapse and rank fusion (RRF k=60; weighted score fusion as an option).
+
+Pure functions over plain data: the service and the evaluation harness both call these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from retrieval_svc.stores.base import Chunk, Hit
+
+RRF_K = 60
+DENSE_WEIGHT = 0.7
+KEYWORD_WEIGHT = 0.3
+
+
+@dataclass(frozen=True)
+class RankedHit:
+    """A hit that survived parent collapse, with its 1-based rank inside its arm."""
+
+    chunk: Chunk
+    score: float
+    rank: int
+
+
+@dataclass
+class FusedCandidate:
+    chunk: Chunk
+    dense: RankedHit | None = None
+    keyword: RankedHit | None = None
+    fused_score: float = 0.0
+    fused_rank: int = 0
+    arms: set[str] = field(default_factory=set)
+
+    @property
+    def in_both(self) -> bool:
+        return self.dense is not None and self.keyword is not None
+
+
+def collapse_by_parent(hits: Sequence[Hit]) -> list[RankedHit]:
+    """Keep each parent's best chunk, so paraphrases of one source vote once per arm.
+
+    ``hits`` must be best-first, as every store returns them.
+    """
+    seen: set[str] = set()
+    out: list[RankedHit] = []
+    for hit in hits:
+        if hit.chunk.parent_id in seen:
+            continue
+        seen.add(hit.chunk.parent_id)
+        out.append(RankedHit(hit.chunk, hit.score, len(out) + 1))
+    return out
+
+
+def _merge(dense: Sequence[RankedHit], keyword: Sequence[RankedHit]) -> dict[str, FusedCandidate]:
+    by_parent: dict[str, FusedCandidate] = {}
+    for h in dense:
+        by_parent[h.chunk.parent_id] = FusedCandidate(h.chunk, dense=h)
+    for h in keyword:
+        cand = by_parent.get(h.chunk.parent_id)
+        if cand is None:
+            by_parent[h.chunk.parent_id] = FusedCandidate(h.chunk, keyword=h)
+        else:
+            cand.keyword = h
+    return by_parent
+
+
+def _ranked(cands: dict[str, FusedCandidate], top_k: int) -> list[FusedCandidate]:
+    # Ties break on parent id so the order is deterministic.
+    ordered = sorted(cands.values(), key=lambda c: (-c.fused_score, c.chunk.parent_id))[:top_k]
+    for i, c in enumerate(ordered, start=1):
+        c.fused_rank = i
+    return ordered
+
+
+def rrf(
+    dense: Sequence[RankedHit],
+    keyword: Sequence[RankedHit],
+    top_k: int,
+    k: int = RRF_K,
+    dense_weight: float = 1.0,
+    keyword_weight: float = 1.0,
+) -> list[FusedCandidate]:
+    """Reciprocal rank fusion: score = sum over arms of weight / (k + rank); ranks only."""
+    cands = _merge(dense, keyword)
+    for c in cands.values():
+        c.fused_score = (dense_weight / (k + c.dense.rank) if c.dense else 0.0) + (
+            keyword_weight / (k + c.keyword.rank) if c.keyword else 0.0
+        )
+    return _ranked(cands, top_k)
+
+
+def weighted_score(
+    dense: Sequence[RankedHit],
+    keyword: Sequence[RankedHit],
+    top_k: int,
+    dense_weight: float = DENSE_WEIGHT,
+    keyword_weight: float = KEYWORD_WEIGHT,
+) -> list[FusedCandidate]:
+    """Weighted sum of per-arm scores, each min-max normalised within its arm's list."""
+    cands = _merge(dense, keyword)
+
+    def norm(hits: Sequence[RankedHit]) -> dict[str, float]:
+        if not hits:
+            return {}
+        lo, hi = min(h.score for h in hits), max(h.score for h in hits)
+        span = hi - lo
+        return {h.chunk.parent_id: (h.score - lo) / span if span > 0 else 1.0 for h in hits}
+
+    nd, nk = norm(dense), norm(keyword)
+    for parent, c in cands.items():
+        c.fused_score = dense_weight * nd.get(parent, 0.0) + keyword_weight * nk.get(parent, 0.0)
+    return _ranked(cands, top_k)

@@ -1,0 +1,195 @@
+"""The knowledge base: ingestion into both stores and parallel, deadline-bounded retrieval."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from retrieval_svc import fusion
+from retrieval_svc.fusion import RRF_K
+from retrieval_svc.embed.base import Embedder
+from retrieval_svc.ingest import SourceDocument, chunk_document, embedding_text
+from retrieval_svc.stores.base import DenseStore, Hit, KeywordStore
+
+log = logging.getLogger("candor.retrieval")
+
+DENSE, KEYWORD = "dense", "keyword"
+
+
+class EmbedderMismatch(RuntimeError):
+    """The collection on disk was built by another embedder."""
+
+
+@dataclass(frozen=True)
+class ArmOutcome:
+    arm: str
+    state: str
+    """ok, timeout, error or skipped."""
+    hits: list[Hit]
+    latency_seconds: float
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class RetrievalResult:
+    candidates: list[fusion.FusedCandidate]
+    arms: list[ArmOutcome]
+
+    @property
+    def degraded(self) -> bool:
+        return any(a.state in ("timeout", "error") for a in self.arms)
+
+
+@dataclass(frozen=True)
+class DocumentWrite:
+    document_id: str
+    outcome: str
+    """written, deleted, not_found or failed."""
+    chunks: int = 0
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class RetrieveParams:
+    tenant: str
+    query: str
+    mode: str = "hybrid"
+    candidate_pool: int = 30
+    top_k: int = 10
+    fusion: str = "rrf"
+    include_unpublished: bool = False
+    dense_weight: float = 1.0
+    keyword_weight: float = 1.0
+    rrf_k: int = RRF_K
+
+
+def check_collection(data_dir: Path, embedder: Embedder) -> None:
+    """Record the embedder on first use; refuse a collection built by a different one."""
+    marker = data_dir / "collection.json"
+    want = {"embedder": embedder.name, "dim": embedder.dim}
+    if marker.exists():
+        have = json.loads(marker.read_text())
+        if have != want:
+            raise EmbedderMismatch(
+                f"{data_dir} was built by {have}, but the configured embedder is {want}; "
+                "re-index into a new data_dir or configure the original embedder"
+            )
+        return
+    data_dir.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps(want))
+
+
+class KnowledgeBase:
+    def __init__(
+        self,
+        embedder: Embedder,
+        dense: DenseStore,
+        keyword: KeywordStore,
+        chunk_words: int = 120,
+        overlap_words: int = 30,
+        batch_size: int = 32,
+    ) -> None:
+        self.embedder = embedder
+        self._dense, self._keyword = dense, keyword
+        self._chunk_words, self._overlap = chunk_words, overlap_words
+        self._batch = batch_size
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="arm")
+
+    def upsert(
+        self,
+        documents: Sequence[SourceDocument],
+        progress: Callable[[int, int], None] | None = None,
+    ) -> list[DocumentWrite]:
+        """Write each document to both stores; a failure is reported per document."""
+        results = []
+        for i, doc in enumerate(documents, start=1):
+            results.append(self._upsert_one(doc))
+            if progress is not None:
+                progress(i, len(documents))
+        return results
+
+    def _upsert_one(self, doc: SourceDocument) -> DocumentWrite:
+        chunks = chunk_document(doc, self._chunk_words, self._overlap)
+        try:
+            vectors = self.embedder.embed([embedding_text(c) for c in chunks])
+            # Dense chunks land unpublished; the keyword commit is atomic; then publish.
+            self._dense.upsert(chunks, vectors)
+            self._keyword.replace(doc.tenant, doc.document_id, chunks)
+            self._dense.publish(doc.tenant, doc.document_id, chunks[0].generation if chunks else "")
+        except Exception as exc:  # one bad document must not fail the batch
+            log.exception("upsert failed", extra={"document_id": doc.document_id})
+            return DocumentWrite(doc.document_id, "failed", 0, f"{type(exc).__name__}: {exc}")
+        return DocumentWrite(doc.document_id, "written", len(chunks))
+
+    def delete(self, tenant: str, document_ids: Sequence[str]) -> list[DocumentWrite]:
+        results = []
+        for doc_id in document_ids:
+            try:
+                n = self._dense.delete(tenant, doc_id)
+                self._keyword.delete(tenant, doc_id)
+            except Exception as exc:
+                log.exception("delete failed", extra={"document_id": doc_id})
+                results.append(DocumentWrite(doc_id, "failed", 0, f"{type(exc).__name__}: {exc}"))
+                continue
+            results.append(DocumentWrite(doc_id, "deleted" if n else "not_found", n))
+        return results
+
+    def _dense_arm(self, p: RetrieveParams) -> list[Hit]:
+        vector = self.embedder.embed([p.query])[0]
+        return self._dense.search(p.tenant, vector, p.candidate_pool, p.include_unpublished)
+
+    def _keyword_arm(self, p: RetrieveParams) -> list[Hit]:
+        return self._keyword.search(p.tenant, p.query, p.candidate_pool)
+
+    async def _run_arm(
+        self, arm: str, fn: Callable[[RetrieveParams], list[Hit]], p: RetrieveParams, timeout: float
+    ) -> ArmOutcome:
+        loop = asyncio.get_running_loop()
+        start = time.perf_counter()
+        try:
+            hits = await asyncio.wait_for(loop.run_in_executor(self._pool, fn, p), timeout)
+        except TimeoutError:
+            return ArmOutcome(arm, "timeout", [], time.perf_counter() - start, f"> {timeout:.3f}s")
+        except Exception as exc:
+            log.warning("arm failed", extra={"arm": arm, "error": repr(exc)})
+            return ArmOutcome(arm, "error", [], time.perf_counter() - start, type(exc).__name__)
+        return ArmOutcome(arm, "ok", hits, time.perf_counter() - start)
+
+    async def retrieve(self, p: RetrieveParams, arm_timeout: float) -> RetrievalResult:
+        """Run the arms in parallel, each under its own deadline; a failed arm degrades."""
+        async def skipped(arm: str) -> ArmOutcome:
+            return ArmOutcome(arm, "skipped", [], 0.0)
+
+        dense_task = (
+            self._run_arm(DENSE, self._dense_arm, p, arm_timeout)
+            if p.mode in ("hybrid", "dense")
+            else skipped(DENSE)
+        )
+        keyword_task = (
+            self._run_arm(KEYWORD, self._keyword_arm, p, arm_timeout)
+            if p.mode in ("hybrid", "keyword")
+            else skipped(KEYWORD)
+        )
+        dense_out, keyword_out = await asyncio.gather(dense_task, keyword_task)
+        dense_ranked = fusion.collapse_by_parent(dense_out.hits)
+        keyword_ranked = fusion.collapse_by_parent(keyword_out.hits)
+        if p.fusion == "weighted":
+            fused = fusion.weighted_score(
+                dense_ranked, keyword_ranked, p.top_k, p.dense_weight, p.keyword_weight
+            )
+        else:
+            fused = fusion.rrf(
+                dense_ranked, keyword_ranked, p.top_k, p.rrf_k, p.dense_weight, p.keyword_weight
+            )
+        return RetrievalResult(fused, [dense_out, keyword_out])
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._dense.close()
+        self._keyword.close()

@@ -1,0 +1,283 @@
+"""RetrievalService: a thin gRPC adapter over the knowledge base."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import grpc
+from google.protobuf.duration_pb2 import Duration
+from prometheus_client import Counter, Histogram
+
+from candor.common.v1 import evidence_pb2
+from candor.retrieval.v1 import retrieval_pb2 as pb
+from candor.retrieval.v1 import retrieval_pb2_grpc as pb_grpc
+from candor.runtime.auth import Authenticator
+from candor.runtime.deadline import DeadlineExhausted, downstream_timeout
+from candor.runtime.errors import FieldViolations, abort_info, abort_invalid
+from candor.runtime.metrics import LATENCY_BUCKETS, ServiceMetrics
+from candor.runtime.server import ServiceSpec
+from candor.runtime.validation import check_query, check_tenant
+from candor.settings import Settings
+from retrieval_svc.embed.minilm import MiniLMEmbedder
+from retrieval_svc.ingest import SourceDocument
+from retrieval_svc.knowledge_base import (
+    DENSE,
+    KnowledgeBase,
+    RetrieveParams,
+    check_collection,
+)
+from retrieval_svc.stores.edge import EdgeDenseStore
+from retrieval_svc.stores.tantivy_store import TantivyKeywordStore
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["RetrievalService"].full_name
+_MODES = {
+    pb.RETRIEVAL_MODE_UNSPECIFIED: "hybrid",
+    pb.RETRIEVAL_MODE_HYBRID: "hybrid",
+    pb.RETRIEVAL_MODE_DENSE: "dense",
+    pb.RETRIEVAL_MODE_KEYWORD: "keyword",
+}
+_STATES = {
+    "ok": pb.ARM_STATE_OK,
+    "timeout": pb.ARM_STATE_TIMEOUT,
+    "error": pb.ARM_STATE_ERROR,
+    "skipped": pb.ARM_STATE_SKIPPED,
+}
+_OUTCOMES = {
+    "written": pb.DOCUMENT_OUTCOME_WRITTEN,
+    "deleted": pb.DOCUMENT_OUTCOME_DELETED,
+    "not_found": pb.DOCUMENT_OUTCOME_NOT_FOUND,
+    "failed": pb.DOCUMENT_OUTCOME_FAILED,
+}
+MAX_POOL = 200
+
+
+class RetrievalMetrics:
+    def __init__(self, metrics: ServiceMetrics) -> None:
+        self.arm_seconds = Histogram(
+            "candor_retrieval_arm_seconds", "Latency of one retrieval arm.", ["arm"],
+            buckets=LATENCY_BUCKETS, registry=metrics.registry,
+        )
+        self.arm_outcomes = Counter(
+            "candor_retrieval_arm_outcomes_total", "Arm results by state.", ["arm", "state"],
+            registry=metrics.registry,
+        )
+        self.documents = Counter(
+            "candor_retrieval_documents_total", "Document writes by outcome.", ["op", "outcome"],
+            registry=metrics.registry,
+        )
+
+
+def _duration(seconds: float) -> Duration:
+    d = Duration()
+    d.FromNanoseconds(int(seconds * 1e9))
+    return d
+
+
+class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
+    def __init__(
+        self, kb: KnowledgeBase, settings: Settings, auth: Authenticator, metrics: RetrievalMetrics
+    ) -> None:
+        self._kb, self._s, self._auth, self._m = kb, settings.retrieval, auth, metrics
+        # One writer at a time keeps the two stores' commits in the same order.
+        self._write_lock = asyncio.Lock()
+
+    async def Retrieve(
+        self, request: pb.RetrieveRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RetrieveResponse:
+        v = FieldViolations()
+        check_tenant(request.tenant, v)
+        check_query(request.query, self._s.max_query_chars, v)
+        if request.candidate_pool > MAX_POOL:
+            v.add("candidate_pool", f"must be at most {MAX_POOL}")
+        if request.top_k > MAX_POOL:
+            v.add("top_k", f"must be at most {MAX_POOL}")
+        if request.dense_weight < 0 or request.keyword_weight < 0:
+            v.add("dense_weight" if request.dense_weight < 0 else "keyword_weight", "must be >= 0")
+        if v:
+            await abort_invalid(context, v)
+        await self._auth.authorize(context, request.tenant)
+        weighted = request.fusion == pb.FUSION_METHOD_WEIGHTED_SCORE
+        params = RetrieveParams(
+            tenant=request.tenant,
+            query=request.query,
+            mode=_MODES.get(request.mode, "hybrid"),
+            candidate_pool=request.candidate_pool or self._s.candidate_pool,
+            top_k=request.top_k or self._s.top_k,
+            fusion="weighted" if weighted else "rrf",
+            include_unpublished=request.include_unpublished,
+            dense_weight=request.dense_weight
+            or (self._s.dense_weight if weighted else 1.0),
+            keyword_weight=request.keyword_weight
+            or (self._s.keyword_weight if weighted else 1.0),
+            rrf_k=self._s.rrf_k,
+        )
+        try:
+            arm_timeout = downstream_timeout(context, self._s.arm_timeout_seconds)
+        except DeadlineExhausted as exc:
+            await abort_info(context, grpc.StatusCode.DEADLINE_EXCEEDED, "DEADLINE", str(exc))
+        result = await self._kb.retrieve(params, arm_timeout)
+        ran = [a for a in result.arms if a.state != "skipped"]
+        for arm in result.arms:
+            self._m.arm_outcomes.labels(arm.arm, arm.state).inc()
+            if arm.state != "skipped":
+                self._m.arm_seconds.labels(arm.arm).observe(arm.latency_seconds)
+        if ran and all(a.state != "ok" for a in ran):
+            await abort_info(
+                context,
+                grpc.StatusCode.UNAVAILABLE,
+                "ARMS_UNAVAILABLE",
+                "no retrieval arm answered: "
+                + ", ".join(f"{a.arm}={a.state}({a.detail})" for a in ran),
+            )
+        return pb.RetrieveResponse(
+            candidates=[
+                pb.Candidate(
+                    chunk_id=c.chunk.chunk_id,
+                    parent_id=c.chunk.parent_id,
+                    document_id=c.chunk.document_id,
+                    text=c.chunk.text,
+                    title=c.chunk.title,
+                    source_kind=c.chunk.source_kind,  # type: ignore[arg-type]
+                    dense=pb.ArmHit(rank=c.dense.rank, raw_score=c.dense.score) if c.dense else None,
+                    keyword=pb.ArmHit(rank=c.keyword.rank, raw_score=c.keyword.score)
+                    if c.keyword
+                    else None,
+                    fused_score=c.fused_score,
+                    fused_rank=c.fused_rank,
+                    in_both=c.in_both,
+                    uri=c.chunk.uri,
+                )
+                for c in result.candidates
+            ],
+            arms=[
+                pb.ArmStatus(
+                    arm=pb.ARM_DENSE if a.arm == DENSE else pb.ARM_KEYWORD,
+                    state=_STATES[a.state],
+                    latency=_duration(a.latency_seconds),
+                    hits=len(a.hits),
+                    detail=a.detail,
+                )
+                for a in result.arms
+            ],
+            degraded=result.degraded,
+            embedder=self._kb.embedder.name,
+            fusion=pb.FUSION_METHOD_WEIGHTED_SCORE if weighted else pb.FUSION_METHOD_RRF,
+        )
+
+    async def UpsertDocuments(
+        self, request: pb.UpsertDocumentsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.UpsertDocumentsResponse:
+        v = FieldViolations()
+        check_tenant(request.tenant, v)
+        if not request.documents:
+            v.add("documents", "at least one document is required")
+        if len(request.documents) > self._s.max_documents_per_call:
+            v.add("documents", f"at most {self._s.max_documents_per_call} per call")
+        seen: set[str] = set()
+        for i, d in enumerate(request.documents):
+            if not d.document_id:
+                v.add(f"documents[{i}].document_id", "required")
+            elif d.document_id in seen:
+                v.add(f"documents[{i}].document_id", "duplicate in this request")
+            seen.add(d.document_id)
+            if not d.text.strip():
+                v.add(f"documents[{i}].text", "required and must not be blank")
+            elif len(d.text) > self._s.max_document_chars:
+                v.add(f"documents[{i}].text", f"at most {self._s.max_document_chars} characters")
+            if d.source_kind == evidence_pb2.SOURCE_KIND_CURATED_ANSWER and not d.question.strip():
+                v.add(f"documents[{i}].question", "required for a curated answer")
+        if request.hypothetical_questions:
+            v.add("hypothetical_questions", "not available: no LLM is configured for ingestion")
+        if v:
+            await abort_invalid(context, v)
+        await self._auth.authorize(context, request.tenant)
+        docs = [
+            SourceDocument(
+                tenant=request.tenant,
+                document_id=d.document_id,
+                title=d.title,
+                text=d.text,
+                source_kind=d.source_kind or evidence_pb2.SOURCE_KIND_DOCUMENT,
+                uri=d.uri,
+                question=d.question,
+            )
+            for d in request.documents
+        ]
+        async with self._write_lock:
+            results = await asyncio.to_thread(self._kb.upsert, docs)
+        for r in results:
+            self._m.documents.labels("upsert", r.outcome).inc()
+        return pb.UpsertDocumentsResponse(
+            results=[
+                pb.DocumentResult(
+                    document_id=r.document_id,
+                    outcome=_OUTCOMES[r.outcome],
+                    chunks=r.chunks,
+                    error=r.error,
+                )
+                for r in results
+            ]
+        )
+
+    async def DeleteDocuments(
+        self, request: pb.DeleteDocumentsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteDocumentsResponse:
+        v = FieldViolations()
+        check_tenant(request.tenant, v)
+        if not request.document_ids:
+            v.add("document_ids", "at least one document id is required")
+        for i, doc_id in enumerate(request.document_ids):
+            if not doc_id:
+                v.add(f"document_ids[{i}]", "must not be empty")
+        if v:
+            await abort_invalid(context, v)
+        await self._auth.authorize(context, request.tenant)
+        async with self._write_lock:
+            results = await asyncio.to_thread(
+                self._kb.delete, request.tenant, list(request.document_ids)
+            )
+        for r in results:
+            self._m.documents.labels("delete", r.outcome).inc()
+        return pb.DeleteDocumentsResponse(
+            results=[
+                pb.DocumentResult(
+                    document_id=r.document_id, outcome=_OUTCOMES[r.outcome], chunks=r.chunks,
+                    error=r.error,
+                )
+                for r in results
+            ]
+        )
+
+
+def build_retrieval(settings: Settings) -> ServiceSpec:
+    """Open the embedded stores and return the service ready to boot."""
+    data_dir = Path(settings.retrieval.data_dir)
+    embedder = MiniLMEmbedder(threads=settings.retrieval.embed_threads)
+    check_collection(data_dir, embedder)
+    kb = KnowledgeBase(
+        embedder,
+        EdgeDenseStore(data_dir / "dense", embedder.dim),
+        TantivyKeywordStore(data_dir / "keyword"),
+        settings.retrieval.chunk_words,
+        settings.retrieval.chunk_overlap_words,
+        settings.retrieval.embed_batch_size,
+    )
+    metrics = ServiceMetrics()
+    servicer = RetrievalServicer(
+        kb, settings, Authenticator(settings.auth, SERVICE_NAME), RetrievalMetrics(metrics)
+    )
+
+    async def on_stop() -> None:
+        await asyncio.to_thread(kb.close)
+
+    return ServiceSpec(
+        name=SERVICE_NAME,
+        register=lambda server: pb_grpc.add_RetrievalServiceServicer_to_server(servicer, server),
+        settings=settings.retrieval.server,
+        metrics=metrics,
+        on_stop=on_stop,
+    )
+
+
+__all__ = ["SERVICE_NAME", "RetrievalServicer", "build_retrieval"]

@@ -1,0 +1,66 @@
+"""The two store interfaces every backend (embedded or production) implements."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One indexed unit of the knowledge base."""
+
+    tenant: str
+    chunk_id: str
+    parent_id: str
+    document_id: str
+    title: str
+    text: str
+    source_kind: int
+    uri: str
+    generation: str
+    """Content hash of the document version this chunk belongs to."""
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One arm's raw result: the chunk and its raw score (cosine or BM25)."""
+
+    chunk: Chunk
+    score: float
+
+
+class DenseStore(Protocol):
+    def upsert(self, chunks: Sequence[Chunk], vectors: npt.NDArray[np.float32]) -> None:
+        """Write chunks unpublished; ``publish`` makes them visible."""
+        ...
+
+    def publish(self, tenant: str, document_id: str, generation: str) -> None:
+        """Make ``generation`` visible and drop every other generation of the document."""
+        ...
+
+    def delete(self, tenant: str, document_id: str) -> int:
+        """Remove a document; returns how many chunks it had."""
+        ...
+
+    def search(
+        self, tenant: str, vector: npt.NDArray[np.float32], limit: int, include_unpublished: bool
+    ) -> list[Hit]: ...
+
+    def close(self) -> None: ...
+
+
+class KeywordStore(Protocol):
+    def replace(self, tenant: str, document_id: str, chunks: Sequence[Chunk]) -> None:
+        """Atomically replace a document's chunks (visible on commit)."""
+        ...
+
+    def delete(self, tenant: str, document_id: str) -> int: ...
+
+    def search(self, tenant: str, query: str, limit: int) -> list[Hit]: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,136 @@
+"""Dense arm on Qdrant Edge: Qdrant's engine in-process, HNSW, cosine, on local disk."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from qdrant_edge import (
+    CountRequest,
+    Distance,
+    EdgeConfig,
+    EdgeShard,
+    EdgeVectorParams,
+    FieldCondition,
+    Filter,
+    MatchValue,
+    Point,
+    Query,
+    QueryRequest,
+    UpdateOperation,
+)
+
+from retrieval_svc.stores.base import Chunk, Hit
+
+_NAMESPACE = uuid.UUID("5b0c3f0e-4f7e-4a59-9a43-3f3c2a1b7d10")
+
+
+def point_id(tenant: str, chunk_id: str, generation: str) -> str:
+    """Deterministic point id: a retried write lands on the same point."""
+    return str(uuid.uuid5(_NAMESPACE, f"{tenant}\x00{chunk_id}\x00{generation}"))
+
+
+def _eq(key: str, value: str | bool) -> FieldCondition:
+    return FieldCondition(key=key, match=MatchValue(value))
+
+
+class EdgeDenseStore:
+    def __init__(self, path: Path, dim: int) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        config = EdgeConfig(vectors=EdgeVectorParams(size=dim, distance=Distance.Cosine))
+        has_data = any(path.iterdir())
+        self._shard = EdgeShard.load(str(path), config) if has_data else EdgeShard.create(
+            str(path), config
+        )
+        # The shard is not documented as thread-safe; arms run in worker threads.
+        self._lock = threading.Lock()
+
+    def upsert(self, chunks: Sequence[Chunk], vectors: npt.NDArray[np.float32]) -> None:
+        points = [
+            Point(
+                id=point_id(c.tenant, c.chunk_id, c.generation),
+                vector=[float(x) for x in v],
+                payload=_payload(c, published=False),
+            )
+            for c, v in zip(chunks, vectors, strict=True)
+        ]
+        with self._lock:
+            self._shard.update(UpdateOperation.upsert_points(points))
+
+    def publish(self, tenant: str, document_id: str, generation: str) -> None:
+        doc = [_eq("tenant", tenant), _eq("document_id", document_id)]
+        with self._lock:
+            self._shard.update(
+                UpdateOperation.set_payload_by_filter(
+                    Filter(must=[*doc, _eq("generation", generation)]), {"published": True}
+                )
+            )
+            self._shard.update(
+                UpdateOperation.delete_points_by_filter(
+                    Filter(must=doc, must_not=[_eq("generation", generation)])
+                )
+            )
+            self._shard.flush()
+
+    def delete(self, tenant: str, document_id: str) -> int:
+        flt = Filter(must=[_eq("tenant", tenant), _eq("document_id", document_id)])
+        with self._lock:
+            n = int(self._shard.count(CountRequest(filter=flt, exact=True)))
+            self._shard.update(UpdateOperation.delete_points_by_filter(flt))
+            self._shard.flush()
+        return n
+
+    def search(
+        self, tenant: str, vector: npt.NDArray[np.float32], limit: int, include_unpublished: bool
+    ) -> list[Hit]:
+        must = [_eq("tenant", tenant)]
+        if not include_unpublished:
+            must.append(_eq("published", True))
+        request = QueryRequest(
+            limit=limit,
+            query=Query.Nearest([float(x) for x in vector]),
+            filter=Filter(must=must),
+            with_payload=True,
+        )
+        with self._lock:
+            points = self._shard.query(request)
+        return [Hit(_chunk(p.payload or {}), float(p.score)) for p in points]
+
+    def close(self) -> None:
+        with self._lock:
+            self._shard.flush()
+            self._shard.close()
+
+
+def _payload(c: Chunk, published: bool) -> dict[str, Any]:
+    return {
+        "tenant": c.tenant,
+        "chunk_id": c.chunk_id,
+        "parent_id": c.parent_id,
+        "document_id": c.document_id,
+        "title": c.title,
+        "text": c.text,
+        "source_kind": c.source_kind,
+        "uri": c.uri,
+        "generation": c.generation,
+        "published": published,
+    }
+
+
+def _chunk(p: dict[str, Any]) -> Chunk:
+    return Chunk(
+        tenant=str(p["tenant"]),
+        chunk_id=str(p["chunk_id"]),
+        parent_id=str(p["parent_id"]),
+        document_id=str(p["document_id"]),
+        title=str(p.get("title", "")),
+        text=str(p["text"]),
+        source_kind=int(p.get("source_kind", 1)),
+        uri=str(p.get("uri", "")),
+        generation=str(p.get("generation", "")),
+    )

@@ -1,0 +1,110 @@
+"""Keyword arm on tantivy: BM25 on local disk, English stemming, tenant as a zero-score filter."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import tantivy
+
+from retrieval_svc.stores.base import Chunk, Hit
+
+_QUERY_SYNTAX = re.compile(r"[^\w\s]", re.UNICODE)
+# Query-parser keywords would change the query's meaning if a user typed them.
+_OPERATORS = re.compile(r"\b(AND|OR|NOT|IN|TO)\b")
+
+
+def _schema() -> tantivy.Schema:
+    b = tantivy.SchemaBuilder()
+    for raw in ("tenant", "chunk_id", "parent_id", "document_id", "uri", "generation"):
+        b.add_text_field(raw, stored=True, tokenizer_name="raw")
+    b.add_text_field("doc_key", stored=False, tokenizer_name="raw")
+    b.add_text_field("title", stored=True, tokenizer_name="en_stem")
+    b.add_text_field("text", stored=True, tokenizer_name="en_stem")
+    b.add_integer_field("source_kind", stored=True, indexed=True)
+    return b.build()
+
+
+def _doc_key(tenant: str, document_id: str) -> str:
+    return f"{tenant}\x00{document_id}"
+
+
+class TantivyKeywordStore:
+    def __init__(self, path: Path) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        self._schema = _schema()
+        self._index = tantivy.Index(self._schema, path=str(path), reuse=True)
+        self._writer = self._index.writer(heap_size=50_000_000, num_threads=1)
+        self._lock = threading.Lock()
+
+    def replace(self, tenant: str, document_id: str, chunks: Sequence[Chunk]) -> None:
+        with self._lock:
+            self._writer.delete_documents_by_term("doc_key", _doc_key(tenant, document_id))
+            for c in chunks:
+                self._writer.add_document(
+                    tantivy.Document(
+                        tenant=c.tenant,
+                        chunk_id=c.chunk_id,
+                        parent_id=c.parent_id,
+                        document_id=c.document_id,
+                        uri=c.uri,
+                        generation=c.generation,
+                        doc_key=_doc_key(c.tenant, c.document_id),
+                        title=c.title,
+                        text=c.text,
+                        source_kind=c.source_kind,
+                    )
+                )
+            # One commit: readers see the old chunks or the new ones, never a mix.
+            self._writer.commit()
+        self._index.reload()
+
+    def delete(self, tenant: str, document_id: str) -> int:
+        key = _doc_key(tenant, document_id)
+        self._index.reload()
+        searcher = self._index.searcher()
+        n = int(searcher.doc_freq("doc_key", key)) if hasattr(searcher, "doc_freq") else 0
+        with self._lock:
+            self._writer.delete_documents_by_term("doc_key", key)
+            self._writer.commit()
+        self._index.reload()
+        return n
+
+    def search(self, tenant: str, query: str, limit: int) -> list[Hit]:
+        cleaned = _OPERATORS.sub(" ", _QUERY_SYNTAX.sub(" ", query)).strip()
+        if not cleaned:
+            return []
+        text_query = self._index.parse_query(cleaned, ["title", "text"])
+        tenant_filter = tantivy.Query.const_score_query(
+            tantivy.Query.term_query(self._schema, "tenant", tenant), 0.0
+        )
+        combined = tantivy.Query.boolean_query(
+            [(tantivy.Occur.Must, text_query), (tantivy.Occur.Must, tenant_filter)]
+        )
+        searcher = self._index.searcher()
+        hits: list[Hit] = []
+        for score, address in searcher.search(combined, limit).hits:
+            d = searcher.doc(address)
+            hits.append(
+                Hit(
+                    Chunk(
+                        tenant=d["tenant"][0],
+                        chunk_id=d["chunk_id"][0],
+                        parent_id=d["parent_id"][0],
+                        document_id=d["document_id"][0],
+                        title=(d["title"] or [""])[0],
+                        text=d["text"][0],
+                        source_kind=int(d["source_kind"][0]),
+                        uri=(d["uri"] or [""])[0],
+                        generation=d["generation"][0],
+                    ),
+                    float(score),
+                )
+            )
+        return hits
+
+    def close(self) -> None:
+        with self._lock:
+            self._writer.wait_merging_threads()
