@@ -69,8 +69,8 @@ class RetrievalSettings:
     max_query_chars: int = 2000
     max_documents_per_call: int = 500
     max_document_chars: int = 1_000_000
-    chunk_words: int = 120
-    chunk_overlap_words: int = 30
+    chunk_words: int = 60
+    chunk_overlap_words: int = 15
     embed_threads: int = 1
     embed_batch_size: int = 32
 

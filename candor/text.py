@@ -51,3 +51,34 @@ def sentences(text: str) -> list[str]:
         if s:
             out.append(s)
     return out
+
+
+# Expected answer type: what kind of token an answer to the question must contain.
+_ANSWER_TYPES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("duration", re.compile(r"^\s*(how long|for how long|how many (days|hours|minutes|weeks|months|years))\b", re.I)),
+    ("money", re.compile(r"\b(how much (does|do|is|are|will|would)\b.*\b(cost|charge|fee|price|pay)|what (does|do|is|are) .*\b(cost|price|fee|charge)s?\b|how much is)", re.I)),
+    ("number", re.compile(r"\b(how many|how much|how often|what percentage|what number|what is the (maximum|minimum|limit))\b", re.I)),
+    ("date", re.compile(r"^\s*(when|what (date|day|time|year|month)|which (date|day|year))\b", re.I)),
+    ("person", re.compile(r"^\s*(who|whom|whose)\b", re.I)),
+)
+_TYPE_EVIDENCE: dict[str, re.Pattern[str]] = {
+    "duration": re.compile(r"\b\d[\d,.]*\s*(-|to)?\s*(business\s+|working\s+|calendar\s+)?(second|minute|hour|day|week|month|year)s?\b|\b(one|two|three|four|five|six|seven|ten|twelve|thirty)\s+(hour|day|week|month|year)s?\b", re.I),
+    "money": re.compile(r"[$€£¥]\s?\d|\b\d[\d,.]*\s*(usd|eur|gbp|dollars?|euros?|cents?)\b", re.I),
+    "number": re.compile(r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|hundred|thousand|million|once|twice|daily|weekly|monthly)\b", re.I),
+    "date": re.compile(r"\b(1[5-9]\d\d|20\d\d)\b|\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d|\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday|daily|weekday|weekend|morning|evening|midnight|noon)\b|\d{1,2}[:.]\d\d|\b\d{1,2}\s*(am|pm)\b", re.I),
+    "person": re.compile(r"\b[A-Z][a-z]+(\s+[A-Z][a-z]+)+\b"),
+}
+
+
+def expected_answer_type(question: str) -> str:
+    """The kind of fact the question asks for (duration, money, number, date, person), or ''."""
+    for name, pattern in _ANSWER_TYPES:
+        if pattern.search(question):
+            return name
+    return ""
+
+
+def has_answer_type(text: str, answer_type: str) -> bool:
+    """Whether ``text`` contains a token of the expected type ('' matches everything)."""
+    pattern = _TYPE_EVIDENCE.get(answer_type)
+    return True if pattern is None else bool(pattern.search(text))

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from google.protobuf.timestamp_pb2 import Timestamp
 from opentelemetry.instrumentation.grpc import aio_client_interceptors
 from prometheus_client import Counter, Histogram
@@ -315,15 +316,21 @@ class GateServicer(pb_grpc.GateServiceServicer):
         )
 
 
+def signing_key(settings: Settings) -> Ed25519PrivateKey:
+    """The gate's signing key. Embedded default: created under data_dir/keys on first start,
+    with its public half beside it where the generator looks."""
+    g = settings.gate
+    if g.signing_key_path:
+        return load_or_create_signing_key(Path(g.signing_key_path))
+    key_path = settings.path("keys", f"{g.key_id}.pem")
+    key = load_or_create_signing_key(key_path)
+    write_public_key(key, key_path.parent, g.key_id)
+    return key
+
+
 def build_gate(settings: Settings) -> ServiceSpec:
     g = settings.gate
-    key_path = Path(g.signing_key_path) if g.signing_key_path else settings.path(
-        "keys", f"{g.key_id}.pem"
-    )
-    key = load_or_create_signing_key(key_path)
-    if not g.signing_key_path:
-        # Embedded default: publish the public half where the generator looks for it.
-        write_public_key(key, key_path.parent, g.key_id)
+    key = signing_key(settings)
     signer = TokenSigner(key, g.key_id, g.issuer, g.audience, g.token_ttl_seconds)
     policy = load_policy(g.policy_path or None)
     log.info("threshold config loaded", extra={"policy_version": policy.version,

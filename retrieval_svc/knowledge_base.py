@@ -91,8 +91,8 @@ class KnowledgeBase:
         embedder: Embedder,
         dense: DenseStore,
         keyword: KeywordStore,
-        chunk_words: int = 120,
-        overlap_words: int = 30,
+        chunk_words: int = 60,
+        overlap_words: int = 15,
         batch_size: int = 32,
     ) -> None:
         self.embedder = embedder

@@ -9,12 +9,23 @@ from __future__ import annotations
 import math
 from collections.abc import AsyncIterator
 
-from candor.text import content_terms, sentences
+from candor.text import content_terms, expected_answer_type, has_answer_type, sentences
 from generator_svc.citations import CitationClaim
 from generator_svc.llm.base import Draft, GenerationInput
 
 CAVEAT = "This may be incomplete. "
 CLARIFY = "Could you say a little more about what you are looking for?"
+
+
+def _is_label(sentence: str) -> bool:
+    """Headings and short list labels name a topic; they do not answer anything."""
+    n = len(sentence.split())
+    return n < 4 or (n <= 8 and not sentence.rstrip("*_)").endswith((".", "!", "?", ":")))
+
+
+def _plain(sentence: str) -> str:
+    """Drop markdown emphasis; citation checks ignore it too."""
+    return sentence.replace("**", "").replace("__", "")
 
 
 class ExtractiveBackend:
@@ -34,13 +45,16 @@ class ExtractiveBackend:
             return []
         df = {t: sum(1 for *_, terms in pool if t in terms) for t in query}
         idf = {t: math.log(1 + len(pool) / (1 + df[t])) for t in query}
+        wanted = expected_answer_type(inp.query)
         scored = []
         for ei, si, sentence, terms in pool:
             overlap = sum(idf[t] for t in query & terms)
-            # Headings are one-line labels, not answers.
-            if overlap <= 0 or len(sentence.split()) < 4:
+            if overlap <= 0 or _is_label(sentence):
                 continue
-            scored.append((overlap / (1 + 0.1 * ei), ei, si, sentence))
+            # A sentence holding the kind of fact asked for (a duration for "how long") wins ties
+            # against sentences that merely share the question's words.
+            bonus = 1.5 if wanted and has_answer_type(sentence, wanted) else 1.0
+            scored.append((bonus * overlap / (1 + 0.1 * ei), ei, si, sentence))
         scored.sort(key=lambda s: (-s[0], s[1], s[2]))
         chosen = scored[: self._max]
         chosen.sort(key=lambda s: (s[1], s[2]))  # read in document order
@@ -59,7 +73,7 @@ class ExtractiveBackend:
             parts.append(CAVEAT)
             yield CAVEAT
         for ei, sentence in picked:
-            piece = f"{sentence} [{ei + 1}]"
+            piece = f"{_plain(sentence)} [{ei + 1}]"
             piece = piece if not citations else " " + piece
             parts.append(piece)
             citations.append(CitationClaim(inp.evidence[ei].chunk_id, sentence))

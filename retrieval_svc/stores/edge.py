@@ -27,6 +27,8 @@ from qdrant_edge import (
 
 from retrieval_svc.stores.base import Chunk, Hit
 
+# Keyword values, not booleans: Edge 0.9 does not match MatchValue(True) on bool payloads.
+PUBLISHED, STAGED = "published", "staged"
 _NAMESPACE = uuid.UUID("5b0c3f0e-4f7e-4a59-9a43-3f3c2a1b7d10")
 
 
@@ -35,7 +37,7 @@ def point_id(tenant: str, chunk_id: str, generation: str) -> str:
     return str(uuid.uuid5(_NAMESPACE, f"{tenant}\x00{chunk_id}\x00{generation}"))
 
 
-def _eq(key: str, value: str | bool) -> FieldCondition:
+def _eq(key: str, value: str) -> FieldCondition:
     return FieldCondition(key=key, match=MatchValue(value))
 
 
@@ -67,7 +69,7 @@ class EdgeDenseStore:
         with self._lock:
             self._shard.update(
                 UpdateOperation.set_payload_by_filter(
-                    Filter(must=[*doc, _eq("generation", generation)]), {"published": True}
+                    Filter(must=[*doc, _eq("generation", generation)]), {"visibility": PUBLISHED}
                 )
             )
             self._shard.update(
@@ -90,7 +92,7 @@ class EdgeDenseStore:
     ) -> list[Hit]:
         must = [_eq("tenant", tenant)]
         if not include_unpublished:
-            must.append(_eq("published", True))
+            must.append(_eq("visibility", PUBLISHED))
         request = QueryRequest(
             limit=limit,
             query=Query.Nearest([float(x) for x in vector]),
@@ -118,7 +120,7 @@ def _payload(c: Chunk, published: bool) -> dict[str, Any]:
         "source_kind": c.source_kind,
         "uri": c.uri,
         "generation": c.generation,
-        "published": published,
+        "visibility": PUBLISHED if published else STAGED,
     }
 
 

@@ -1,0 +1,191 @@
+"""gRPC client helpers the CLI (and the demo) use: ingest files, ask, search."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from candor.common.v1 import evidence_pb2
+from candor.gate.v1 import gate_pb2, gate_pb2_grpc
+from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
+from candor.runtime.auth import API_KEY_HEADER
+
+TEXT_SUFFIXES = {".md", ".markdown", ".txt"}
+_KINDS = {
+    "document": evidence_pb2.SOURCE_KIND_DOCUMENT,
+    "curated_answer": evidence_pb2.SOURCE_KIND_CURATED_ANSWER,
+}
+
+
+def metadata(api_key: str | None) -> tuple[tuple[str, str], ...]:
+    return ((API_KEY_HEADER, api_key),) if api_key else ()
+
+
+def _title_of(text: str, fallback: str) -> str:
+    for line in text.splitlines():
+        if line.startswith("# "):
+            return line[2:].strip()
+    return fallback
+
+
+def read_documents(path: Path) -> Iterator[retrieval_pb2.Document]:
+    """Markdown/text files (one document each) and JSONL (one object per line)."""
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for f in files:
+        if f.suffix.lower() in TEXT_SUFFIXES:
+            if f.name.isupper() or f.stem.upper() == f.stem:
+                continue  # README.md, QUESTIONS.md: about the corpus, not in it
+            text = f.read_text(encoding="utf-8")
+            yield retrieval_pb2.Document(
+                document_id=f.stem, title=_title_of(text, f.stem), text=text, uri=str(f)
+            )
+        elif f.suffix.lower() == ".jsonl" and path.is_file():
+            for n, line in enumerate(f.read_text(encoding="utf-8").splitlines(), start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                    yield retrieval_pb2.Document(
+                        document_id=str(row["id"]),
+                        title=str(row.get("title", "")),
+                        text=str(row["text"]),
+                        uri=str(row.get("uri", "")),
+                        question=str(row.get("question", "")),
+                        source_kind=_KINDS.get(str(row.get("source_kind", "document")), 1),  # type: ignore[arg-type]
+                    )
+                except (KeyError, ValueError) as exc:
+                    raise SystemExit(f"{f}:{n}: not a document row ({exc})") from exc
+
+
+@dataclass
+class IngestReport:
+    written: int = 0
+    failed: int = 0
+    chunks: int = 0
+
+
+def ingest(
+    channel: grpc.Channel,
+    path: Path,
+    tenant: str,
+    api_key: str | None,
+    batch: int = 16,
+    progress: Callable[[int, int], None] | None = None,
+) -> IngestReport:
+    stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
+    docs = list(read_documents(path))
+    report = IngestReport()
+    for start in range(0, len(docs), batch):
+        reply = stub.UpsertDocuments(
+            retrieval_pb2.UpsertDocumentsRequest(tenant=tenant, documents=docs[start : start + batch]),
+            metadata=metadata(api_key),
+            timeout=300,
+        )
+        for r in reply.results:
+            if r.outcome == retrieval_pb2.DOCUMENT_OUTCOME_FAILED:
+                report.failed += 1
+                print(f"  failed: {r.document_id}: {r.error}", file=sys.stderr)
+            else:
+                report.written += 1
+                report.chunks += r.chunks
+        if progress is not None:
+            progress(min(start + batch, len(docs)), len(docs))
+    return report
+
+
+def print_progress(done: int, total: int) -> None:
+    width = 30
+    filled = int(width * done / max(total, 1))
+    end = "\n" if done >= total else ""
+    print(f"\r  ingest [{'#' * filled}{'.' * (width - filled)}] {done}/{total}", end=end,
+          file=sys.stderr, flush=True)
+
+
+@dataclass
+class AskResult:
+    decision: gate_pb2.Decision
+    answer: str
+    final: gate_pb2.AskResponse | None
+
+
+def ask(
+    channel: grpc.Channel, query: str, tenant: str, api_key: str | None, timeout: float = 30
+) -> AskResult:
+    stub = gate_pb2_grpc.GateServiceStub(channel)
+    decision = gate_pb2.Decision()
+    parts: list[str] = []
+    final = None
+    for event in stub.Ask(
+        gate_pb2.AskRequest(tenant=tenant, query=query), metadata=metadata(api_key), timeout=timeout
+    ):
+        kind = event.WhichOneof("event")
+        if kind == "decision":
+            decision = event.decision
+        elif kind == "delta":
+            parts.append(event.delta.text)
+        else:
+            final = event
+    return AskResult(decision, "".join(parts), final)
+
+
+def format_ask(result: AskResult, debug: bool) -> str:
+    d = result.decision
+    lines = []
+    outcome = gate_pb2.Outcome.Name(d.outcome).removeprefix("OUTCOME_")
+    tier = evidence_pb2.Tier.Name(d.tier).removeprefix("TIER_")
+    if d.outcome == gate_pb2.OUTCOME_PASS and result.final is not None:
+        f = result.final.final
+        tier = evidence_pb2.Tier.Name(f.tier).removeprefix("TIER_")
+        lines.append(f"{f.answer}")
+        lines.append(f"  [{tier}, confidence {d.display_confidence}%]")
+        titles = {e.chunk_id: (e.title, e.document_id) for e in d.evidence}
+        for i, c in enumerate(f.citations, start=1):
+            title, doc = titles.get(c.chunk_id, ("?", "?"))
+            mark = "ok" if c.verified else f"FAILED: {c.failure}"
+            lines.append(f"  [{i}] {title} ({doc}) - {mark}")
+    else:
+        lines.append(d.refusal_message or "(no answer)")
+        lines.append(f"  [{outcome}: {gate_pb2.Reason.Name(d.reason).removeprefix('REASON_')}]")
+    if debug:
+        lines.append(f"  policy {d.policy_name} version {d.policy_version}; outcome {outcome}, "
+                     f"tier {tier}, confidence {d.confidence:.3f}")
+        lines.append(f"  reason: {gate_pb2.Reason.Name(d.reason)}: {d.reason_detail}")
+        lines.append("  signals:    " + ", ".join(f"{s.name}={s.value:.4g}" for s in d.signals))
+        lines.append("  thresholds: " + ", ".join(f"{t.name}={t.value:g}" for t in d.thresholds))
+        for a in d.arms:
+            lines.append(
+                f"  arm {retrieval_pb2.Arm.Name(a.arm)}: {retrieval_pb2.ArmState.Name(a.state)} "
+                f"{a.latency.ToNanoseconds() / 1e6:.1f} ms, {a.hits} hits {a.detail}"
+            )
+    return "\n".join(lines)
+
+
+def search(
+    channel: grpc.Channel, query: str, tenant: str, api_key: str | None, top_k: int = 10
+) -> retrieval_pb2.RetrieveResponse:
+    stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
+    reply: retrieval_pb2.RetrieveResponse = stub.Retrieve(
+        retrieval_pb2.RetrieveRequest(tenant=tenant, query=query, top_k=top_k),
+        metadata=metadata(api_key),
+        timeout=10,
+    )
+    return reply
+
+
+def format_search(reply: retrieval_pb2.RetrieveResponse) -> str:
+    lines = [f"{'#':>2} {'fused':>7} {'cos':>6} {'bm25':>7} both  chunk"]
+    for c in reply.candidates:
+        cos = f"{c.dense.raw_score:.3f}" if c.dense.rank else "-"
+        bm = f"{c.keyword.raw_score:.2f}" if c.keyword.rank else "-"
+        lines.append(
+            f"{c.fused_rank:>2} {c.fused_score:7.4f} {cos:>6} {bm:>7} {'yes' if c.in_both else 'no ':4} "
+            f"{c.chunk_id}  {c.title}"
+        )
+    for a in reply.arms:
+        lines.append(f"arm {retrieval_pb2.Arm.Name(a.arm)}: {retrieval_pb2.ArmState.Name(a.state)}")
+    return "\n".join(lines)

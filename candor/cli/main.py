@@ -1,0 +1,114 @@
+"""The ``candor`` command: serve, ingest, ask, search."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+import grpc
+
+from candor.cli import client
+from candor.runtime.logs import configure_logging
+from candor.settings import SettingsError, load_settings
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "helpcentre"
+DEMO_ANSWERED = "How long do I have to get a refund for a label I didn't use?"
+DEMO_REFUSED = "Who won the 1998 football World Cup?"
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--target", default="127.0.0.1:50052", help="service address")
+    p.add_argument("--tenant", default="default")
+    p.add_argument("--api-key", default=None, help="sent as x-api-key metadata")
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="candor", description=__doc__)
+    sub = ap.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the services (all three by default)")
+    serve.add_argument("--config", default=None, help="settings YAML (else $CANDOR_CONFIG)")
+    serve.add_argument("--service", choices=["all", "retrieval", "gate", "generator"],
+                       default="all")
+    serve.add_argument("--demo", action="store_true",
+                       help="ingest the sample KB and print an answered and a refused question")
+    ingest = sub.add_parser("ingest", help="ingest markdown/text files or a JSONL file")
+    ingest.add_argument("path", type=Path)
+    _common(ingest)
+    ingest.set_defaults(target="127.0.0.1:50051")
+    ask = sub.add_parser("ask", help="ask a question through the gate")
+    ask.add_argument("question")
+    ask.add_argument("--debug", action="store_true",
+                     help="print signals, thresholds, policy version and reason")
+    _common(ask)
+    search = sub.add_parser("search", help="show the fused retrieval candidates")
+    search.add_argument("query")
+    search.add_argument("--top-k", type=int, default=10)
+    _common(search)
+    search.set_defaults(target="127.0.0.1:50051")
+    return ap
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    from candor.cli.stack import start_stack
+    from candor.runtime.server import serve_until_signal
+
+    try:
+        settings = load_settings(args.config)
+    except SettingsError as exc:
+        print(f"candor: invalid settings: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_level)
+    started = time.perf_counter()
+    services = await start_stack(settings, args.service)
+    for svc in services:
+        print(f"candor: {svc.spec.name} on {svc.address}", file=sys.stderr)
+    if args.demo:
+        await asyncio.to_thread(_demo, services, started)
+    await serve_until_signal(services)
+    return 0
+
+
+def _demo(services: list, started: float) -> None:  # type: ignore[type-arg]
+    by_name = {svc.spec.name.rsplit(".", 1)[-1]: svc.address for svc in services}
+    with grpc.insecure_channel(by_name["RetrievalService"]) as ch:
+        report = client.ingest(ch, SAMPLES, "default", None, progress=client.print_progress)
+    print(f"candor: ingested {report.written} documents ({report.chunks} chunks), "
+          f"{report.failed} failed", file=sys.stderr)
+    with grpc.insecure_channel(by_name["GateService"]) as ch:
+        for question in (DEMO_ANSWERED, DEMO_REFUSED):
+            result = client.ask(ch, question, "default", None)
+            print(f"\n> {question}\n{client.format_ask(result, debug=False)}", flush=True)
+    print(f"\ncandor: ready in {time.perf_counter() - started:.1f}s; try:\n"
+          f"  .venv/bin/candor ask \"How do I set up two-factor authentication?\" --debug\n"
+          "Ctrl-C to stop.", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.command == "serve":
+        return asyncio.run(_serve(args))
+    try:
+        with grpc.insecure_channel(args.target) as channel:
+            if args.command == "ingest":
+                report = client.ingest(channel, args.path, args.tenant, args.api_key,
+                                       progress=client.print_progress)
+                print(f"ingested {report.written} documents ({report.chunks} chunks), "
+                      f"{report.failed} failed")
+                return 1 if report.failed else 0
+            if args.command == "ask":
+                result = client.ask(channel, args.question, args.tenant, args.api_key)
+                print(client.format_ask(result, args.debug))
+                return 0
+            reply = client.search(channel, args.query, args.tenant, args.api_key, args.top_k)
+            print(client.format_search(reply))
+            return 0
+    except grpc.RpcError as exc:
+        print(f"candor: {exc.code().name}: {exc.details()}", file=sys.stderr)  # type: ignore[attr-defined]
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
