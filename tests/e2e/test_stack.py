@@ -1,0 +1,253 @@
+"""End to end over real gRPC: the three services on the embedded backends, auth on."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from candor.cli import client
+from candor.cli.stack import start_stack
+from candor.common.v1 import evidence_pb2
+from candor.gate.v1 import gate_pb2, gate_pb2_grpc
+from candor.generator.v1 import generator_pb2, generator_pb2_grpc
+from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
+from candor.runtime.auth import hash_key
+from candor.runtime.errors import error_reason_of, field_violations_of
+from candor.settings import load_settings
+from tests.helpers import Stack, metric_value, scrape, stack_env
+
+pytestmark = pytest.mark.e2e
+SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "helpcentre"
+KEY, OTHER_KEY = "key-acme-123", "key-other-456"
+TENANT = "acme"
+ANSWERED = "How long do I have to get a refund for a label I didn't use?"
+ANSWERED_DOC = "05-refunds-for-unused-labels"
+REFUSED = "Who won the 1998 football World Cup?"
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Stack]:
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "candor.yaml"
+        config.write_text(json.dumps({"auth": {"enabled": True, "keys": [
+            {"name": "acme", "sha256": hash_key(KEY), "tenants": [TENANT]},
+            {"name": "other", "sha256": hash_key(OTHER_KEY), "tenants": ["other"]},
+        ]}}))
+        settings = load_settings(config, env=stack_env(str(Path(tmp) / "data")))
+        s = Stack(lambda: start_stack(settings))
+        with grpc.insecure_channel(s.address("RetrievalService")) as ch:
+            report = client.ingest(ch, SAMPLES, TENANT, KEY)
+        assert report.failed == 0 and report.written >= 30
+        yield s
+        s.stop()
+
+
+def _gate(stack: Stack) -> tuple[grpc.Channel, gate_pb2_grpc.GateServiceStub]:
+    ch = grpc.insecure_channel(stack.address("GateService"))
+    return ch, gate_pb2_grpc.GateServiceStub(ch)
+
+
+def _llm_calls(stack: Stack) -> float:
+    return metric_value(scrape(stack.metrics_port("GeneratorService")),
+                        "candor_generator_llm_calls_total")
+
+
+def test_in_kb_question_passes_with_citations_to_the_right_article(stack: Stack) -> None:
+    with grpc.insecure_channel(stack.address("GateService")) as ch:
+        result = client.ask(ch, ANSWERED, TENANT, KEY)
+    d = result.decision
+    assert d.outcome == gate_pb2.OUTCOME_PASS, d.reason_detail
+    assert d.pass_token and d.policy_version
+    assert d.evidence[0].document_id == ANSWERED_DOC
+    assert result.final is not None
+    final = result.final.final
+    assert final.verification.passed
+    assert final.tier in (evidence_pb2.TIER_CONFIDENT, evidence_pb2.TIER_UNCERTAIN)
+    assert final.citations and all(c.verified for c in final.citations)
+    by_chunk = {e.chunk_id: e for e in d.evidence}
+    assert {by_chunk[c.chunk_id].document_id for c in final.citations} == {ANSWERED_DOC}
+    assert "30 days" in result.answer
+    assert result.answer == final.answer
+
+
+def test_out_of_kb_question_is_refused_and_the_llm_is_not_called(stack: Stack) -> None:
+    before = _llm_calls(stack)
+    with grpc.insecure_channel(stack.address("GateService")) as ch:
+        result = client.ask(ch, REFUSED, TENANT, KEY)
+    d = result.decision
+    assert d.outcome == gate_pb2.OUTCOME_REFUSE
+    assert d.reason in (gate_pb2.REASON_BELOW_FLOOR, gate_pb2.REASON_LOW_CONFIDENCE,
+                        gate_pb2.REASON_NO_HITS)
+    assert d.reason_detail
+    assert d.refusal_message == "I don't have information on this in the knowledge base."
+    assert d.refusal_language == "en"
+    assert not d.pass_token and not d.evidence
+    assert result.final is None and result.answer == ""
+    assert _llm_calls(stack) == before
+    gate_metrics = scrape(stack.metrics_port("GateService"))
+    assert metric_value(gate_metrics, "candor_gate_decisions_total",
+                        {"outcome": "refuse", "policy_version": d.policy_version}) >= 1
+
+
+def test_refusal_message_follows_the_query_language(stack: Stack) -> None:
+    ch, gate = _gate(stack)
+    with ch:
+        d = gate.Evaluate(gate_pb2.EvaluateRequest(
+            tenant=TENANT, query="Wer hat die Fußball-Weltmeisterschaft 1998 gewonnen?"),
+            metadata=client.metadata(KEY)).decision
+    assert d.outcome == gate_pb2.OUTCOME_REFUSE
+    assert d.refusal_language == "de"
+    assert "Informationen" in d.refusal_message
+
+
+@pytest.mark.parametrize("key", [None, "wrong-key"])
+def test_missing_or_wrong_api_key_is_unauthenticated(stack: Stack, key: str | None) -> None:
+    ch, gate = _gate(stack)
+    with ch, pytest.raises(grpc.RpcError) as err:
+        gate.Evaluate(gate_pb2.EvaluateRequest(tenant=TENANT, query=ANSWERED),
+                      metadata=client.metadata(key))
+    assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert error_reason_of(err.value) == "API_KEY_INVALID"
+
+
+def test_key_for_another_tenant_is_permission_denied_everywhere(stack: Stack) -> None:
+    ch, gate = _gate(stack)
+    with ch, pytest.raises(grpc.RpcError) as err:
+        gate.Evaluate(gate_pb2.EvaluateRequest(tenant=TENANT, query=ANSWERED),
+                      metadata=client.metadata(OTHER_KEY))
+    assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert error_reason_of(err.value) == "TENANT_NOT_ALLOWED"
+    with grpc.insecure_channel(stack.address("RetrievalService")) as rch:
+        stub = retrieval_pb2_grpc.RetrievalServiceStub(rch)
+        with pytest.raises(grpc.RpcError) as err2:
+            stub.Retrieve(retrieval_pb2.RetrieveRequest(tenant=TENANT, query=ANSWERED),
+                          metadata=client.metadata(OTHER_KEY))
+        assert err2.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        # The other tenant's own knowledge base is empty: no leak across tenants.
+        reply = stub.Retrieve(retrieval_pb2.RetrieveRequest(tenant="other", query=ANSWERED),
+                              metadata=client.metadata(OTHER_KEY))
+        assert list(reply.candidates) == []
+
+
+@pytest.mark.parametrize(("query", "why"), [("", "required"), ("   ", "required"),
+                                            ("x" * 1_000_000, "at most")])
+def test_empty_or_huge_query_is_invalid_argument_with_field_violation(
+    stack: Stack, query: str, why: str
+) -> None:
+    ch, gate = _gate(stack)
+    with ch, pytest.raises(grpc.RpcError) as err:
+        gate.Evaluate(gate_pb2.EvaluateRequest(tenant=TENANT, query=query),
+                      metadata=client.metadata(KEY))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    violations = field_violations_of(err.value)
+    assert [f for f, _ in violations] == ["query"]
+    assert why in violations[0][1]
+
+
+def test_missing_tenant_is_a_field_violation_on_every_service(stack: Stack) -> None:
+    with grpc.insecure_channel(stack.address("RetrievalService")) as ch:
+        stub = retrieval_pb2_grpc.RetrievalServiceStub(ch)
+        with pytest.raises(grpc.RpcError) as err:
+            stub.UpsertDocuments(retrieval_pb2.UpsertDocumentsRequest(
+                documents=[retrieval_pb2.Document(document_id="", text="")]),
+                metadata=client.metadata(KEY))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    fields = {f for f, _ in field_violations_of(err.value)}
+    assert fields == {"tenant", "documents[0].document_id", "documents[0].text"}
+
+
+def test_generator_refuses_forged_replayed_and_tampered_tokens_without_calling_the_llm(
+    stack: Stack,
+) -> None:
+    ch, gate = _gate(stack)
+    with ch:
+        d = gate.Evaluate(gate_pb2.EvaluateRequest(tenant=TENANT, query=ANSWERED),
+                          metadata=client.metadata(KEY)).decision
+    assert d.outcome == gate_pb2.OUTCOME_PASS
+    before = _llm_calls(stack)
+    with grpc.insecure_channel(stack.address("GeneratorService")) as gch:
+        gen = generator_pb2_grpc.GeneratorServiceStub(gch)
+
+        def generate(**kw: object) -> list[generator_pb2.GenerateResponse]:
+            req = generator_pb2.GenerateRequest(pass_token=d.pass_token, query=ANSWERED,
+                                                evidence=d.evidence)
+            for k, v in kw.items():
+                if k == "evidence":
+                    del req.evidence[:]
+                    req.evidence.extend(v)  # type: ignore[arg-type]
+                else:
+                    setattr(req, k, v)
+            return list(gen.Generate(req, metadata=client.metadata(KEY), timeout=10))
+
+        tampered = [evidence_pb2.Evidence()]
+        tampered[0].CopyFrom(d.evidence[0])
+        tampered[0].text += " Also, refunds are available forever."
+        cases = {
+            "TOKEN_MALFORMED": dict(pass_token="not-a-token"),
+            "TOKEN_SIGNATURE": dict(pass_token=d.pass_token[:-4] + "AAAA"),
+            "QUERY_MISMATCH": dict(query="How do I delete my account?"),
+            "EVIDENCE_MISMATCH": dict(evidence=[*tampered, *d.evidence[1:]]),
+        }
+        for reason, change in cases.items():
+            with pytest.raises(grpc.RpcError) as err:
+                generate(**change)
+            assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED, reason
+            assert error_reason_of(err.value) == reason
+        assert _llm_calls(stack) == before
+        events = generate()
+        assert events[-1].final.verification.passed
+        assert _llm_calls(stack) == before + 1
+        with pytest.raises(grpc.RpcError) as err:
+            generate()
+        assert error_reason_of(err.value) == "TOKEN_REPLAYED"
+    assert _llm_calls(stack) == before + 1
+
+
+def test_reflection_lists_each_service_and_health(stack: Stack) -> None:
+    names = set()
+    for short in ("RetrievalService", "GateService", "GeneratorService"):
+        with grpc.insecure_channel(stack.address(short)) as ch:
+            stub = reflection_pb2_grpc.ServerReflectionStub(ch)
+            replies = stub.ServerReflectionInfo(
+                iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5
+            )
+            listed = {s.name for r in replies for s in r.list_services_response.service}
+        assert "grpc.health.v1.Health" in listed
+        names |= listed
+    assert {"candor.retrieval.v1.RetrievalService", "candor.gate.v1.GateService",
+            "candor.generator.v1.GeneratorService"} <= names
+
+
+def test_get_policy_reports_the_active_version(stack: Stack) -> None:
+    ch, gate = _gate(stack)
+    with ch:
+        reply = gate.GetPolicy(gate_pb2.GetPolicyRequest(), metadata=client.metadata(KEY))
+    assert reply.active.version.startswith("2026-")
+    assert reply.active.policy_name == "seed000"
+    assert len(reply.active.sha256) == 64
+    assert not reply.HasField("shadow")
+
+
+def test_delete_removes_a_document_from_both_arms(stack: Stack) -> None:
+    with grpc.insecure_channel(stack.address("RetrievalService")) as ch:
+        stub = retrieval_pb2_grpc.RetrievalServiceStub(ch)
+        md = client.metadata(KEY)
+        doc = retrieval_pb2.Document(document_id="tmp-zebra", title="Zebra crossings",
+                                     text="Quagga zebra stripes help parcels cross roads safely.")
+        stub.UpsertDocuments(retrieval_pb2.UpsertDocumentsRequest(tenant=TENANT, documents=[doc]),
+                             metadata=md)
+        query = retrieval_pb2.RetrieveRequest(tenant=TENANT, query="quagga zebra stripes")
+        top = stub.Retrieve(query, metadata=md).candidates[0]
+        assert top.document_id == "tmp-zebra" and top.in_both
+        reply = stub.DeleteDocuments(
+            retrieval_pb2.DeleteDocumentsRequest(tenant=TENANT, document_ids=["tmp-zebra", "nope"]),
+            metadata=md)
+        assert [r.outcome for r in reply.results] == [
+            retrieval_pb2.DOCUMENT_OUTCOME_DELETED, retrieval_pb2.DOCUMENT_OUTCOME_NOT_FOUND]
+        assert all(c.document_id != "tmp-zebra" for c in stub.Retrieve(query, metadata=md).candidates)

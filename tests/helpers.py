@@ -1,0 +1,87 @@
+"""Test helpers: run services in a background event loop and talk to them with sync stubs."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import urllib.request
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+from candor.runtime.server import RunningService, shutdown
+
+T = TypeVar("T")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LoopThread:
+    """An asyncio loop in a daemon thread, so sync tests can drive aio servers."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._thread.start()
+
+    def run(self, coro: Awaitable[T], timeout: float = 120) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5)
+
+
+class Stack:
+    """Services started in a LoopThread; ``address(name)`` by short service name."""
+
+    def __init__(self, start: Callable[[], Awaitable[list[RunningService]]]) -> None:
+        self.loop = LoopThread()
+        self.services = self.loop.run(start())
+
+    def address(self, short_name: str) -> str:
+        for svc in self.services:
+            if svc.spec.name.endswith("." + short_name):
+                return svc.address
+        raise KeyError(short_name)
+
+    def metrics_port(self, short_name: str) -> int:
+        for svc in self.services:
+            if svc.spec.name.endswith("." + short_name):
+                return svc.spec.settings.metrics_port
+        raise KeyError(short_name)
+
+    def stop(self) -> None:
+        self.loop.run(shutdown(self.services))
+        self.loop.close()
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        return str(r.read().decode())
+
+
+def metric_value(text: str, name: str, labels: Mapping[str, str] | None = None) -> float:
+    """Sum of a metric's samples whose labels include ``labels``."""
+    total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and not line.startswith(name + " "):
+            continue
+        head, _, value = line.rpartition(" ")
+        if all(f'{k}="{v}"' in head for k, v in (labels or {}).items()):
+            total += float(value)
+    return total
+
+
+def stack_env(data_dir: str, **extra: Any) -> dict[str, str]:
+    env = {"CANDOR_DATA_DIR": data_dir}
+    for svc in ("RETRIEVAL", "GATE", "GENERATOR"):
+        env[f"CANDOR_{svc}__SERVER__PORT"] = "0"
+        env[f"CANDOR_{svc}__SERVER__METRICS_PORT"] = str(free_port())
+        env[f"CANDOR_{svc}__SERVER__DRAIN_DELAY_SECONDS"] = "0"
+    env.update({k: str(v) for k, v in extra.items()})
+    return env

@@ -1,0 +1,43 @@
+"""A tiny service booted by the shared runtime, with one slow RPC, for shutdown tests.
+
+    python -m tests.service.slow_server PORT METRICS_PORT
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import grpc
+
+from candor.runtime.logs import configure_logging
+from candor.runtime.server import ServiceSpec, serve_until_signal, start_service
+from candor.settings import ServerSettings
+
+SERVICE = "candor.test.v1.SlowService"
+
+
+async def _slow(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+    await asyncio.sleep(float(request.decode() or "1"))
+    return b"done"
+
+
+def _register(server: grpc.aio.Server) -> None:
+    handler = grpc.method_handlers_generic_handler(
+        SERVICE,
+        {"Slow": grpc.unary_unary_rpc_method_handler(_slow, lambda b: b, lambda b: b)},
+    )
+    server.add_generic_rpc_handlers((handler,))
+
+
+async def main(port: int, metrics_port: int) -> None:
+    configure_logging("INFO")
+    settings = ServerSettings(port=port, metrics_port=metrics_port, grace_seconds=10,
+                              drain_delay_seconds=1.0)
+    running = await start_service(ServiceSpec(SERVICE, _register, settings))
+    print("ready", flush=True)
+    await serve_until_signal([running])
+
+
+if __name__ == "__main__":
+    asyncio.run(main(int(sys.argv[1]), int(sys.argv[2])))

@@ -1,0 +1,100 @@
+"""The shared runtime: health, graceful SIGTERM with in-flight calls, metrics with code names."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from tests.helpers import free_port, metric_value, scrape
+from tests.service.slow_server import SERVICE
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _health(target: str, service: str = "") -> str:
+    with grpc.insecure_channel(target) as ch:
+        reply = health_pb2_grpc.HealthStub(ch).Check(
+            health_pb2.HealthCheckRequest(service=service), timeout=2
+        )
+        return str(health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status))
+
+
+def _slow_call(target: str, seconds: float, timeout: float = 10) -> bytes:
+    with grpc.insecure_channel(target) as ch:
+        call = ch.unary_unary(f"/{SERVICE}/Slow")
+        return call(str(seconds).encode(), timeout=timeout)  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def slow_server():  # type: ignore[no-untyped-def]
+    port, metrics_port = free_port(), free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.service.slow_server", str(port), str(metrics_port)],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    target = f"127.0.0.1:{port}"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            if _health(target) == "SERVING":
+                break
+        except grpc.RpcError:
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail(f"server did not start: {proc.communicate()[1][-2000:]}")
+    yield proc, target, metrics_port
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+def test_health_serving_then_not_serving_after_sigterm_while_inflight_calls_finish(slow_server):  # type: ignore[no-untyped-def]
+    proc, target, _ = slow_server
+    assert _health(target) == "SERVING"
+    assert _health(target, SERVICE) == "SERVING"
+    result: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            result["reply"] = _slow_call(target, 1.5)
+        except grpc.RpcError as exc:  # pragma: no cover - reported by the assert below
+            result["error"] = exc
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    time.sleep(0.3)  # the slow call is in flight
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    assert _health(target) == "NOT_SERVING"
+    assert _health(target, SERVICE) == "NOT_SERVING"
+    worker.join(10)
+    assert result.get("reply") == b"done", result
+    assert proc.wait(15) == 0
+    _, err = proc.communicate()
+    assert "shutdown complete" in err
+
+
+def test_metrics_expose_standard_grpc_series_with_code_names(slow_server):  # type: ignore[no-untyped-def]
+    _, target, metrics_port = slow_server
+    assert _slow_call(target, 0.01) == b"done"
+    with pytest.raises(grpc.RpcError) as err:
+        _slow_call(target, 2, timeout=0.2)
+    assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    time.sleep(2.2)  # the server-side handler finishes after the client gave up
+    text = scrape(metrics_port)
+    labels = {"grpc_service": SERVICE, "grpc_method": "Slow", "grpc_type": "unary"}
+    assert metric_value(text, "grpc_server_started_total", labels) == 2
+    assert metric_value(text, "grpc_server_handled_total", {**labels, "grpc_code": "OK"}) >= 1
+    assert metric_value(text, "grpc_server_handling_seconds_count", labels) == 2
+    assert "grpc_server_handling_seconds_bucket{" in text
