@@ -157,10 +157,14 @@ def _build(cls: type[Any], data: Mapping[str, Any], where: str) -> Any:
     unknown = set(data) - names
     if unknown:
         raise SettingsError(f"{where}: unknown settings {sorted(unknown)}")
-    defaults = cls()  if all(
-        f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
-        for f in dataclasses.fields(cls)
-    ) else None
+    defaults = (
+        cls()
+        if all(
+            f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+            for f in dataclasses.fields(cls)
+        )
+        else None
+    )
     kwargs: dict[str, Any] = {}
     for name, value in data.items():
         tp = hints[name]
@@ -223,9 +227,15 @@ def _validate(s: Settings) -> None:
         (r.top_k >= 1, "retrieval.top_k must be >= 1"),
         (r.rrf_k >= 1, "retrieval.rrf_k must be >= 1"),
         (r.arm_timeout_seconds > 0, "retrieval.arm_timeout_seconds must be > 0"),
-        (0 <= r.chunk_overlap_words < r.chunk_words, "retrieval.chunk_overlap_words must be < chunk_words"),
+        (
+            0 <= r.chunk_overlap_words < r.chunk_words,
+            "retrieval.chunk_overlap_words must be < chunk_words",
+        ),
         (s.gate.token_ttl_seconds > 0, "gate.token_ttl_seconds must be > 0"),
-        (not s.auth.enabled or bool(s.auth.keys), "auth.enabled needs at least one auth.keys entry"),
+        (
+            not s.auth.enabled or bool(s.auth.keys),
+            "auth.enabled needs at least one auth.keys entry",
+        ),
     ]
     for key in s.auth.keys:
         checks.append((len(key.sha256) == 64, f"auth.keys[{key.name}].sha256 must be 64 hex chars"))

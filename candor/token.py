@@ -149,9 +149,7 @@ class TokenVerifier:
         self._replays = replay_store
         self._skew = clock_skew_seconds
 
-    def verify(
-        self, token: str, query: str, evidence: Sequence[tuple[str, str]]
-    ) -> PassClaims:
+    def verify(self, token: str, query: str, evidence: Sequence[tuple[str, str]]) -> PassClaims:
         """Verify every claim against this request; raises TokenError with a reason code."""
         if not token:
             raise TokenError("TOKEN_MISSING", "a pass token is required")

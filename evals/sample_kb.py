@@ -34,10 +34,15 @@ def _addresses(services: list) -> dict[str, str]:  # type: ignore[type-arg]
 
 async def run(repeat: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        env = {"CANDOR_DATA_DIR": tmp, "CANDOR_RETRIEVAL__SERVER__PORT": "0",
-               "CANDOR_RETRIEVAL__SERVER__METRICS_PORT": "0", "CANDOR_GATE__SERVER__PORT": "0",
-               "CANDOR_GATE__SERVER__METRICS_PORT": "0", "CANDOR_GENERATOR__SERVER__PORT": "0",
-               "CANDOR_GENERATOR__SERVER__METRICS_PORT": "0"}
+        env = {
+            "CANDOR_DATA_DIR": tmp,
+            "CANDOR_RETRIEVAL__SERVER__PORT": "0",
+            "CANDOR_RETRIEVAL__SERVER__METRICS_PORT": "0",
+            "CANDOR_GATE__SERVER__PORT": "0",
+            "CANDOR_GATE__SERVER__METRICS_PORT": "0",
+            "CANDOR_GENERATOR__SERVER__PORT": "0",
+            "CANDOR_GENERATOR__SERVER__METRICS_PORT": "0",
+        }
         services = await start_stack(load_settings(env=env))
         try:
             await asyncio.to_thread(_measure, _addresses(services), repeat)
@@ -48,14 +53,19 @@ async def run(repeat: int) -> None:
 def _measure(addr: dict[str, str], repeat: int) -> None:
     with grpc.insecure_channel(addr["RetrievalService"]) as ch:
         client.ingest(ch, SAMPLES, "default", None)
-    questions = [json.loads(line) for line in (SAMPLES / "questions.jsonl").read_text().splitlines()
-                 if line.strip()]
+    questions = [
+        json.loads(line)
+        for line in (SAMPLES / "questions.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
     by_kind: dict[str, list[tuple[bool, bool]]] = {}
     latency: dict[str, list[float]] = {"answered": [], "refused": []}
     with grpc.insecure_channel(addr["GateService"]) as ch:
         stub = gate_pb2_grpc.GateServiceStub(ch)
         for q in questions:
-            d = stub.Evaluate(gate_pb2.EvaluateRequest(tenant="default", query=q["question"])).decision
+            d = stub.Evaluate(
+                gate_pb2.EvaluateRequest(tenant="default", query=q["question"])
+            ).decision
             passed = d.outcome == gate_pb2.OUTCOME_PASS
             gold_in = any(e.document_id in q["gold_ids"] for e in d.evidence)
             by_kind.setdefault(q["kind"], []).append((passed, gold_in))
@@ -65,13 +75,17 @@ def _measure(addr: dict[str, str], repeat: int) -> None:
                 latency["answered" if passed else "refused"].append(time.perf_counter() - start)
     print(f"{'kind':<14}{'n':>4}{'passed':>8}{'gold in evidence':>18}")
     for kind, rows in sorted(by_kind.items()):
-        print(f"{kind:<14}{len(rows):>4}{sum(p for p, _ in rows):>8}"
-              f"{sum(p and g for p, g in rows):>18}")
+        print(
+            f"{kind:<14}{len(rows):>4}{sum(p for p, _ in rows):>8}"
+            f"{sum(p and g for p, g in rows):>18}"
+        )
     for name, xs in latency.items():
         if xs:
             xs.sort()
-            print(f"Ask latency {name:<9} n={len(xs):<4} p50={statistics.median(xs) * 1000:.1f} ms "
-                  f"p95={xs[int(0.95 * (len(xs) - 1))] * 1000:.1f} ms")
+            print(
+                f"Ask latency {name:<9} n={len(xs):<4} p50={statistics.median(xs) * 1000:.1f} ms "
+                f"p95={xs[int(0.95 * (len(xs) - 1))] * 1000:.1f} ms"
+            )
 
 
 def main() -> None:

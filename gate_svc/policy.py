@@ -122,8 +122,11 @@ def seed000(
     Curated answers are exempt from floor and gate and ranked first.
     """
     c = config.seed000
-    thresholds = {"chunk_floor": c.chunk_floor, "answer_gate": c.answer_gate,
-                  "max_distance": c.max_distance}
+    thresholds = {
+        "chunk_floor": c.chunk_floor,
+        "answer_gate": c.answer_gate,
+        "max_distance": c.max_distance,
+    }
     sig = dict(signals)
     scored = [(cand, distance_confidence(cand.cosine, c.max_distance)) for cand in candidates]
     curated = [(cand, conf) for cand, conf in scored if cand.curated]
@@ -133,29 +136,57 @@ def seed000(
     sig["average_admitted_confidence"] = average
     if curated:
         evidence = tuple(cand for cand, _ in [*curated, *admitted])[: config.max_evidence]
-        return Decision(PASS, CONFIDENT, 1.0, 100, "curated_answer",
-                        f"curated answer {curated[0][0].document_id} matched", evidence, sig,
-                        thresholds, config.version, config.policy)
+        return Decision(
+            PASS,
+            CONFIDENT,
+            1.0,
+            100,
+            "curated_answer",
+            f"curated answer {curated[0][0].document_id} matched",
+            evidence,
+            sig,
+            thresholds,
+            config.version,
+            config.policy,
+        )
     if not candidates:
         outcome = CLARIFY if config.clarify_on_no_hits else REFUSE
-        return _refuse("no_hits", "retrieval returned no candidates", 0.0, sig, thresholds,
-                       config, outcome)
+        return _refuse(
+            "no_hits", "retrieval returned no candidates", 0.0, sig, thresholds, config, outcome
+        )
     if not admitted:
         best = max(conf for _, conf in scored)
-        return _refuse("below_floor",
-                       f"no chunk reached the floor: best {best:.1f} < {c.chunk_floor:g}",
-                       best / 100.0, sig, thresholds, config)
+        return _refuse(
+            "below_floor",
+            f"no chunk reached the floor: best {best:.1f} < {c.chunk_floor:g}",
+            best / 100.0,
+            sig,
+            thresholds,
+            config,
+        )
     if average < c.answer_gate:
-        return _refuse("low_confidence",
-                       f"average admitted confidence {average:.1f} < gate {c.answer_gate:g}",
-                       average / 100.0, sig, thresholds, config)
+        return _refuse(
+            "low_confidence",
+            f"average admitted confidence {average:.1f} < gate {c.answer_gate:g}",
+            average / 100.0,
+            sig,
+            thresholds,
+            config,
+        )
     confidence = average / 100.0
     tier = _tier(confidence, config.tiers)
     return Decision(
-        PASS, tier, confidence, display_confidence(confidence, tier, config.tiers), "passed",
+        PASS,
+        tier,
+        confidence,
+        display_confidence(confidence, tier, config.tiers),
+        "passed",
         f"{len(admitted)} chunk(s) admitted, average confidence {average:.1f} >= {c.answer_gate:g}",
-        tuple(cand for cand, _ in admitted)[: config.max_evidence], sig, thresholds,
-        config.version, config.policy,
+        tuple(cand for cand, _ in admitted)[: config.max_evidence],
+        sig,
+        thresholds,
+        config.version,
+        config.policy,
     )
 
 
@@ -196,8 +227,16 @@ def parse_policy(text: str) -> PolicyConfig:
         raise PolicyError(f"not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
         raise PolicyError("top level must be a mapping")
-    allowed = {"version", "policy", "seed000", "tiers", "max_evidence", "clarify_on_no_hits",
-               "default_language", "refusal_messages"}
+    allowed = {
+        "version",
+        "policy",
+        "seed000",
+        "tiers",
+        "max_evidence",
+        "clarify_on_no_hits",
+        "default_language",
+        "refusal_messages",
+    }
     unknown = set(data) - allowed
     if unknown:
         raise PolicyError(f"unknown keys {sorted(unknown)}")

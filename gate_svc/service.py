@@ -73,12 +73,16 @@ class GateMetrics:
             registry=metrics.registry,
         )
         self.confidence = Histogram(
-            "candor_gate_confidence", "Confidence of gate decisions.", ["outcome"],
+            "candor_gate_confidence",
+            "Confidence of gate decisions.",
+            ["outcome"],
             buckets=(0.05, 0.1, 0.2, 0.3, 0.4, 0.45, 0.5, 0.6, 0.7, 0.75, 0.8, 0.9, 1.0),
             registry=metrics.registry,
         )
         self.tokens = Counter(
-            "candor_gate_pass_tokens_total", "Pass tokens minted.", ["policy_version"],
+            "candor_gate_pass_tokens_total",
+            "Pass tokens minted.",
+            ["policy_version"],
             registry=metrics.registry,
         )
 
@@ -112,7 +116,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
         self._policy = policy
         self._policy_loaded_at = time.time()
         self._signer, self._auth, self._m = signer, auth, metrics
-        interceptors = aio_client_interceptors()
+        interceptors = aio_client_interceptors()  # type: ignore[no-untyped-call]
         self._retrieval_channel = grpc.aio.insecure_channel(
             self._s.retrieval_target, interceptors=interceptors
         )
@@ -126,9 +130,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
         await self._retrieval_channel.close()
         await self._generator_channel.close()
 
-    async def _validate(
-        self, tenant: str, query: str, context: grpc.aio.ServicerContext
-    ) -> None:
+    async def _validate(self, tenant: str, query: str, context: grpc.aio.ServicerContext) -> None:
         v = FieldViolations()
         check_tenant(tenant, v)
         check_query(query, self._s.max_query_chars, v)
@@ -157,15 +159,22 @@ class GateServicer(pb_grpc.GateServiceServicer):
         except DeadlineExhausted as exc:
             await abort_info(context, grpc.StatusCode.DEADLINE_EXCEEDED, "DEADLINE", str(exc))
         except grpc.aio.AioRpcError as exc:
-            if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL,
-                              grpc.StatusCode.UNKNOWN) or (
+            if exc.code() in (
+                grpc.StatusCode.UNAVAILABLE,
+                grpc.StatusCode.INTERNAL,
+                grpc.StatusCode.UNKNOWN,
+            ) or (
                 exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
                 and (context.time_remaining() or 1.0) > 0.1
             ):
                 log.warning("retrieval unavailable", extra={"code": exc.code().name})
-                decision = arms_unavailable(policy, f"retrieval: {exc.code().name}: {exc.details()}")
+                decision = arms_unavailable(
+                    policy, f"retrieval: {exc.code().name}: {exc.details()}"
+                )
                 return self._finish(decision, tenant, query, language, [], True)
-            await abort_info(context, exc.code(), "RETRIEVAL_" + exc.code().name, exc.details() or "")
+            await abort_info(
+                context, exc.code(), "RETRIEVAL_" + exc.code().name, exc.details() or ""
+            )
         arms = list(reply.arms)
         degraded = reply.degraded
         candidates = [candidate_view(c) for c in reply.candidates]
@@ -333,8 +342,9 @@ def build_gate(settings: Settings) -> ServiceSpec:
     key = signing_key(settings)
     signer = TokenSigner(key, g.key_id, g.issuer, g.audience, g.token_ttl_seconds)
     policy = load_policy(g.policy_path or None)
-    log.info("threshold config loaded", extra={"policy_version": policy.version,
-                                               "policy": policy.policy})
+    log.info(
+        "threshold config loaded", extra={"policy_version": policy.version, "policy": policy.policy}
+    )
     metrics = ServiceMetrics()
     servicer = GateServicer(
         settings, policy, signer, Authenticator(settings.auth, SERVICE_NAME), GateMetrics(metrics)

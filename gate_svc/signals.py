@@ -57,7 +57,9 @@ def compute_signals(
     return {
         "hits": float(len(candidates)),
         "top_cosine": cosines[0] if cosines else 0.0,
-        "top_distance_confidence": distance_confidence(cosines[0] if cosines else None, max_distance),
+        "top_distance_confidence": distance_confidence(
+            cosines[0] if cosines else None, max_distance
+        ),
         "top_bm25": bm25s[0] if bm25s else 0.0,
         "top_rrf": fused[0] if fused else 0.0,
         "rrf_ratio": _ratio(fused[0], fused[1]) if len(fused) > 1 else (10.0 if fused else 0.0),

@@ -53,9 +53,13 @@ def verify_citations(
     for c in citations:
         source = evidence.get(c.chunk_id)
         if source is None:
-            out.append(CitationCheck(c.chunk_id, c.quote, False, "cites evidence the gate did not admit"))
+            out.append(
+                CitationCheck(c.chunk_id, c.quote, False, "cites evidence the gate did not admit")
+            )
         elif not quote_holds(c.quote, source):
-            out.append(CitationCheck(c.chunk_id, c.quote, False, "quote not found in the cited evidence"))
+            out.append(
+                CitationCheck(c.chunk_id, c.quote, False, "quote not found in the cited evidence")
+            )
         else:
             out.append(CitationCheck(c.chunk_id, c.quote, True))
     return out

@@ -1,4 +1,4 @@
-"""GeneratorService: verifies the pass token before anything else, then answers and checks citations."""
+"""GeneratorService: checks the pass token before anything else, then answers and verifies."""
 
 from __future__ import annotations
 
@@ -33,15 +33,21 @@ _TIERS = {"confident": evidence_pb2.TIER_CONFIDENT, "uncertain": evidence_pb2.TI
 class GeneratorMetrics:
     def __init__(self, metrics: ServiceMetrics) -> None:
         self.llm_calls = Counter(
-            "candor_generator_llm_calls_total", "Calls to the LLM backend.", ["backend"],
+            "candor_generator_llm_calls_total",
+            "Calls to the LLM backend.",
+            ["backend"],
             registry=metrics.registry,
         )
         self.token_rejections = Counter(
-            "candor_generator_token_rejections_total", "Pass tokens refused, by reason.",
-            ["reason"], registry=metrics.registry,
+            "candor_generator_token_rejections_total",
+            "Pass tokens refused, by reason.",
+            ["reason"],
+            registry=metrics.registry,
         )
         self.verifications = Counter(
-            "candor_generator_verifications_total", "Citation verification results.", ["result"],
+            "candor_generator_verifications_total",
+            "Citation verification results.",
+            ["result"],
             registry=metrics.registry,
         )
 
@@ -70,8 +76,9 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
             if not e.chunk_id:
                 v.add(f"evidence[{i}].chunk_id", "required")
         if v:
-            self._m.token_rejections.labels("TOKEN_MISSING" if not request.pass_token
-                                            else "INVALID_REQUEST").inc()
+            self._m.token_rejections.labels(
+                "TOKEN_MISSING" if not request.pass_token else "INVALID_REQUEST"
+            ).inc()
             await abort_invalid(context, v)
         try:
             claims = self._verifier.verify(
@@ -97,19 +104,27 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
             else:
                 yield pb.GenerateResponse(delta=pb.AnswerDelta(text=event))
         if draft is None:
-            await abort_info(context, grpc.StatusCode.INTERNAL, "BACKEND_NO_RESULT",
-                             "the LLM backend ended without a result")
+            await abort_info(
+                context,
+                grpc.StatusCode.INTERNAL,
+                "BACKEND_NO_RESULT",
+                "the LLM backend ended without a result",
+            )
         checks = verify_citations(draft.citations, {e.chunk_id: e.text for e in request.evidence})
         failed = [c for c in checks if not c.verified]
         passed = not failed and (bool(checks) or draft.is_clarification)
         detail = (
-            "" if passed
-            else f"{len(failed)} citation(s) did not hold" if failed
+            ""
+            if passed
+            else f"{len(failed)} citation(s) did not hold"
+            if failed
             else "the answer cites no evidence"
         )
         self._m.verifications.labels("passed" if passed else "failed").inc()
-        tier = _TIERS.get(claims.tier, evidence_pb2.TIER_UNCERTAIN) if passed else (
-            evidence_pb2.TIER_VERIFICATION_FAILED
+        tier = (
+            _TIERS.get(claims.tier, evidence_pb2.TIER_UNCERTAIN)
+            if passed
+            else (evidence_pb2.TIER_VERIFICATION_FAILED)
         )
         latency = Duration()
         latency.FromNanoseconds(int((time.perf_counter() - start) * 1e9))
@@ -143,13 +158,18 @@ def build_generator(settings: Settings) -> ServiceSpec:
     keys = load_public_keys(keys_dir)
     if not keys:
         raise RuntimeError(f"no pass-token public keys (*.pub.pem) in {keys_dir}")
-    verifier = TokenVerifier(keys, g.issuer, g.audience, InMemoryReplayStore(), g.clock_skew_seconds)
+    verifier = TokenVerifier(
+        keys, g.issuer, g.audience, InMemoryReplayStore(), g.clock_skew_seconds
+    )
     if g.backend != "extractive":
         raise RuntimeError(f"generator.backend {g.backend!r} is not available in this build")
     backend = ExtractiveBackend(g.max_sentences)
     metrics = ServiceMetrics()
     servicer = GeneratorServicer(
-        settings, verifier, backend, Authenticator(settings.auth, SERVICE_NAME),
+        settings,
+        verifier,
+        backend,
+        Authenticator(settings.auth, SERVICE_NAME),
         GeneratorMetrics(metrics),
     )
     return ServiceSpec(

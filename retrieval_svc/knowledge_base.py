@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from retrieval_svc import fusion
-from retrieval_svc.fusion import RRF_K
 from retrieval_svc.embed.base import Embedder
+from retrieval_svc.fusion import RRF_K
 from retrieval_svc.ingest import SourceDocument, chunk_document, embedding_text
 from retrieval_svc.stores.base import DenseStore, Hit, KeywordStore
 
@@ -148,14 +148,14 @@ class KnowledgeBase:
         return self._keyword.search(p.tenant, p.query, p.candidate_pool)
 
     async def _run_arm(
-        self, arm: str, fn: Callable[[RetrieveParams], list[Hit]], p: RetrieveParams, timeout: float
+        self, arm: str, fn: Callable[[RetrieveParams], list[Hit]], p: RetrieveParams, budget: float
     ) -> ArmOutcome:
         loop = asyncio.get_running_loop()
         start = time.perf_counter()
         try:
-            hits = await asyncio.wait_for(loop.run_in_executor(self._pool, fn, p), timeout)
+            hits = await asyncio.wait_for(loop.run_in_executor(self._pool, fn, p), budget)
         except TimeoutError:
-            return ArmOutcome(arm, "timeout", [], time.perf_counter() - start, f"> {timeout:.3f}s")
+            return ArmOutcome(arm, "timeout", [], time.perf_counter() - start, f"> {budget:.3f}s")
         except Exception as exc:
             log.warning("arm failed", extra={"arm": arm, "error": repr(exc)})
             return ArmOutcome(arm, "error", [], time.perf_counter() - start, type(exc).__name__)
@@ -163,6 +163,7 @@ class KnowledgeBase:
 
     async def retrieve(self, p: RetrieveParams, arm_timeout: float) -> RetrievalResult:
         """Run the arms in parallel, each under its own deadline; a failed arm degrades."""
+
         async def skipped(arm: str) -> ArmOutcome:
             return ArmOutcome(arm, "skipped", [], 0.0)
 

@@ -55,15 +55,22 @@ MAX_POOL = 200
 class RetrievalMetrics:
     def __init__(self, metrics: ServiceMetrics) -> None:
         self.arm_seconds = Histogram(
-            "candor_retrieval_arm_seconds", "Latency of one retrieval arm.", ["arm"],
-            buckets=LATENCY_BUCKETS, registry=metrics.registry,
+            "candor_retrieval_arm_seconds",
+            "Latency of one retrieval arm.",
+            ["arm"],
+            buckets=LATENCY_BUCKETS,
+            registry=metrics.registry,
         )
         self.arm_outcomes = Counter(
-            "candor_retrieval_arm_outcomes_total", "Arm results by state.", ["arm", "state"],
+            "candor_retrieval_arm_outcomes_total",
+            "Arm results by state.",
+            ["arm", "state"],
             registry=metrics.registry,
         )
         self.documents = Counter(
-            "candor_retrieval_documents_total", "Document writes by outcome.", ["op", "outcome"],
+            "candor_retrieval_documents_total",
+            "Document writes by outcome.",
+            ["op", "outcome"],
             registry=metrics.registry,
         )
 
@@ -106,10 +113,8 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             top_k=request.top_k or self._s.top_k,
             fusion="weighted" if weighted else "rrf",
             include_unpublished=request.include_unpublished,
-            dense_weight=request.dense_weight
-            or (self._s.dense_weight if weighted else 1.0),
-            keyword_weight=request.keyword_weight
-            or (self._s.keyword_weight if weighted else 1.0),
+            dense_weight=request.dense_weight or (self._s.dense_weight if weighted else 1.0),
+            keyword_weight=request.keyword_weight or (self._s.keyword_weight if weighted else 1.0),
             rrf_k=self._s.rrf_k,
         )
         try:
@@ -139,7 +144,9 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
                     text=c.chunk.text,
                     title=c.chunk.title,
                     source_kind=c.chunk.source_kind,  # type: ignore[arg-type]
-                    dense=pb.ArmHit(rank=c.dense.rank, raw_score=c.dense.score) if c.dense else None,
+                    dense=pb.ArmHit(rank=c.dense.rank, raw_score=c.dense.score)
+                    if c.dense
+                    else None,
                     keyword=pb.ArmHit(rank=c.keyword.rank, raw_score=c.keyword.score)
                     if c.keyword
                     else None,
@@ -242,7 +249,9 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         return pb.DeleteDocumentsResponse(
             results=[
                 pb.DocumentResult(
-                    document_id=r.document_id, outcome=_OUTCOMES[r.outcome], chunks=r.chunks,
+                    document_id=r.document_id,
+                    outcome=_OUTCOMES[r.outcome],
+                    chunks=r.chunks,
                     error=r.error,
                 )
                 for r in results

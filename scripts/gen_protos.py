@@ -7,7 +7,6 @@ Usage: python scripts/gen_protos.py [--check]
 from __future__ import annotations
 
 import filecmp
-import shutil
 import sys
 import tempfile
 from importlib import resources

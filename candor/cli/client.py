@@ -82,7 +82,9 @@ def ingest(
     report = IngestReport()
     for start in range(0, len(docs), batch):
         reply = stub.UpsertDocuments(
-            retrieval_pb2.UpsertDocumentsRequest(tenant=tenant, documents=docs[start : start + batch]),
+            retrieval_pb2.UpsertDocumentsRequest(
+                tenant=tenant, documents=docs[start : start + batch]
+            ),
             metadata=metadata(api_key),
             timeout=300,
         )
@@ -102,8 +104,12 @@ def print_progress(done: int, total: int) -> None:
     width = 30
     filled = int(width * done / max(total, 1))
     end = "\n" if done >= total else ""
-    print(f"\r  ingest [{'#' * filled}{'.' * (width - filled)}] {done}/{total}", end=end,
-          file=sys.stderr, flush=True)
+    print(
+        f"\r  ingest [{'#' * filled}{'.' * (width - filled)}] {done}/{total}",
+        end=end,
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 @dataclass
@@ -152,8 +158,10 @@ def format_ask(result: AskResult, debug: bool) -> str:
         lines.append(d.refusal_message or "(no answer)")
         lines.append(f"  [{outcome}: {gate_pb2.Reason.Name(d.reason).removeprefix('REASON_')}]")
     if debug:
-        lines.append(f"  policy {d.policy_name} version {d.policy_version}; outcome {outcome}, "
-                     f"tier {tier}, confidence {d.confidence:.3f}")
+        lines.append(
+            f"  policy {d.policy_name} version {d.policy_version}; outcome {outcome}, "
+            f"tier {tier}, confidence {d.confidence:.3f}"
+        )
         lines.append(f"  reason: {gate_pb2.Reason.Name(d.reason)}: {d.reason_detail}")
         lines.append("  signals:    " + ", ".join(f"{s.name}={s.value:.4g}" for s in d.signals))
         lines.append("  thresholds: " + ", ".join(f"{t.name}={t.value:g}" for t in d.thresholds))
@@ -182,8 +190,9 @@ def format_search(reply: retrieval_pb2.RetrieveResponse) -> str:
     for c in reply.candidates:
         cos = f"{c.dense.raw_score:.3f}" if c.dense.rank else "-"
         bm = f"{c.keyword.raw_score:.2f}" if c.keyword.rank else "-"
+        both = "yes" if c.in_both else "no"
         lines.append(
-            f"{c.fused_rank:>2} {c.fused_score:7.4f} {cos:>6} {bm:>7} {'yes' if c.in_both else 'no ':4} "
+            f"{c.fused_rank:>2} {c.fused_score:7.4f} {cos:>6} {bm:>7} {both:4} "
             f"{c.chunk_id}  {c.title}"
         )
     for a in reply.arms:

@@ -30,18 +30,23 @@ def parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the services (all three by default)")
     serve.add_argument("--config", default=None, help="settings YAML (else $CANDOR_CONFIG)")
-    serve.add_argument("--service", choices=["all", "retrieval", "gate", "generator"],
-                       default="all")
-    serve.add_argument("--demo", action="store_true",
-                       help="ingest the sample KB and print an answered and a refused question")
+    serve.add_argument(
+        "--service", choices=["all", "retrieval", "gate", "generator"], default="all"
+    )
+    serve.add_argument(
+        "--demo",
+        action="store_true",
+        help="ingest the sample KB and print an answered and a refused question",
+    )
     ingest = sub.add_parser("ingest", help="ingest markdown/text files or a JSONL file")
     ingest.add_argument("path", type=Path)
     _common(ingest)
     ingest.set_defaults(target="127.0.0.1:50051")
     ask = sub.add_parser("ask", help="ask a question through the gate")
     ask.add_argument("question")
-    ask.add_argument("--debug", action="store_true",
-                     help="print signals, thresholds, policy version and reason")
+    ask.add_argument(
+        "--debug", action="store_true", help="print signals, thresholds, policy version and reason"
+    )
     _common(ask)
     search = sub.add_parser("search", help="show the fused retrieval candidates")
     search.add_argument("query")
@@ -75,15 +80,21 @@ def _demo(services: list, started: float) -> None:  # type: ignore[type-arg]
     by_name = {svc.spec.name.rsplit(".", 1)[-1]: svc.address for svc in services}
     with grpc.insecure_channel(by_name["RetrievalService"]) as ch:
         report = client.ingest(ch, SAMPLES, "default", None, progress=client.print_progress)
-    print(f"candor: ingested {report.written} documents ({report.chunks} chunks), "
-          f"{report.failed} failed", file=sys.stderr)
+    print(
+        f"candor: ingested {report.written} documents ({report.chunks} chunks), "
+        f"{report.failed} failed",
+        file=sys.stderr,
+    )
     with grpc.insecure_channel(by_name["GateService"]) as ch:
         for question in (DEMO_ANSWERED, DEMO_REFUSED):
             result = client.ask(ch, question, "default", None)
             print(f"\n> {question}\n{client.format_ask(result, debug=False)}", flush=True)
-    print(f"\ncandor: ready in {time.perf_counter() - started:.1f}s; try:\n"
-          f"  .venv/bin/candor ask \"How do I set up two-factor authentication?\" --debug\n"
-          "Ctrl-C to stop.", flush=True)
+    print(
+        f"\ncandor: ready in {time.perf_counter() - started:.1f}s; try:\n"
+        f'  .venv/bin/candor ask "How do I set up two-factor authentication?" --debug\n'
+        "Ctrl-C to stop.",
+        flush=True,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,10 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with grpc.insecure_channel(args.target) as channel:
             if args.command == "ingest":
-                report = client.ingest(channel, args.path, args.tenant, args.api_key,
-                                       progress=client.print_progress)
-                print(f"ingested {report.written} documents ({report.chunks} chunks), "
-                      f"{report.failed} failed")
+                report = client.ingest(
+                    channel, args.path, args.tenant, args.api_key, progress=client.print_progress
+                )
+                print(
+                    f"ingested {report.written} documents ({report.chunks} chunks), "
+                    f"{report.failed} failed"
+                )
                 return 1 if report.failed else 0
             if args.command == "ask":
                 result = client.ask(channel, args.question, args.tenant, args.api_key)

@@ -38,5 +38,5 @@ async def start_stack(settings: Settings, which: str = "all") -> list[RunningSer
 
 def _point_gate_at(settings: Settings, field: str, address: str) -> Settings:
     """When services share a process, the gate dials the ports they actually bound."""
-    gate = dataclasses.replace(settings.gate, **{field: address})
+    gate = dataclasses.replace(settings.gate, **{field: address})  # type: ignore[arg-type]
     return dataclasses.replace(settings, gate=gate)

@@ -13,8 +13,8 @@ class DeadlineExhausted(Exception):
 
 
 def downstream_timeout(context: grpc.aio.ServicerContext, cap_seconds: float) -> float:
-    """Timeout for a downstream call: the smaller of ``cap_seconds`` and what the caller has left."""
-    remaining = context.time_remaining()
+    """Timeout for a downstream call: ``cap_seconds`` or what the caller has left, if less."""
+    remaining: float | None = context.time_remaining()
     if remaining is None:
         return cap_seconds
     budget = remaining - _SAFETY_SECONDS

@@ -36,7 +36,9 @@ def _status(code: grpc.StatusCode, message: str, details: Iterable[object]) -> g
     return rpc_status.to_status(proto)
 
 
-def bad_request_status(violations: FieldViolations, message: str = "invalid request") -> grpc.Status:
+def bad_request_status(
+    violations: FieldViolations, message: str = "invalid request"
+) -> grpc.Status:
     detail = error_details_pb2.BadRequest(
         field_violations=[
             error_details_pb2.BadRequest.FieldViolation(field=f, description=d)
@@ -60,9 +62,7 @@ async def abort_with(context: grpc.aio.ServicerContext, status: grpc.Status) -> 
     raise AssertionError("unreachable: abort_with_status raises")
 
 
-async def abort_invalid(
-    context: grpc.aio.ServicerContext, violations: FieldViolations
-) -> NoReturn:
+async def abort_invalid(context: grpc.aio.ServicerContext, violations: FieldViolations) -> NoReturn:
     await abort_with(context, bad_request_status(violations))
 
 

@@ -19,19 +19,28 @@ class ServiceMetrics:
         self.registry = CollectorRegistry()
         labels = ["grpc_type", "grpc_service", "grpc_method"]
         self.started = Counter(
-            "grpc_server_started_total", "RPCs started on the server.", labels,
+            "grpc_server_started_total",
+            "RPCs started on the server.",
+            labels,
             registry=self.registry,
         )
         self.handled = Counter(
-            "grpc_server_handled_total", "RPCs completed on the server, by status code.",
-            [*labels, "grpc_code"], registry=self.registry,
+            "grpc_server_handled_total",
+            "RPCs completed on the server, by status code.",
+            [*labels, "grpc_code"],
+            registry=self.registry,
         )
         self.handling = Histogram(
-            "grpc_server_handling_seconds", "Time to handle an RPC, until its last message.",
-            labels, buckets=LATENCY_BUCKETS, registry=self.registry,
+            "grpc_server_handling_seconds",
+            "Time to handle an RPC, until its last message.",
+            labels,
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
         )
         self.msg_sent = Counter(
-            "grpc_server_msg_sent_total", "Stream messages sent by the server.", labels,
+            "grpc_server_msg_sent_total",
+            "Stream messages sent by the server.",
+            labels,
             registry=self.registry,
         )
 
@@ -49,11 +58,11 @@ def _split(method: str) -> tuple[str, str]:
 def _code_of(context: grpc.aio.ServicerContext, error: BaseException | None) -> str:
     code = context.code()
     if isinstance(code, grpc.StatusCode):
-        return code.name
+        return str(code.name)
     if isinstance(code, int):
         for candidate in grpc.StatusCode:
             if candidate.value[0] == code:
-                return candidate.name
+                return str(candidate.name)
     if error is None:
         return "OK"
     if isinstance(error, grpc.aio.AbortError):

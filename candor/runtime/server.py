@@ -65,7 +65,7 @@ async def start_service(spec: ServiceSpec) -> RunningService:
     configure_tracing(spec.name)
     s = spec.settings
     server = grpc.aio.server(
-        interceptors=[MetricsInterceptor(spec.metrics), aio_server_interceptor()],
+        interceptors=[MetricsInterceptor(spec.metrics), aio_server_interceptor()],  # type: ignore[no-untyped-call]
         options=[
             ("grpc.max_receive_message_length", s.max_message_bytes),
             ("grpc.max_send_message_length", s.max_message_bytes),

@@ -37,7 +37,7 @@ def point_id(tenant: str, chunk_id: str, generation: str) -> str:
     return str(uuid.uuid5(_NAMESPACE, f"{tenant}\x00{chunk_id}\x00{generation}"))
 
 
-def _eq(key: str, value: str) -> FieldCondition:
+def _eq(key: str, value: str) -> Any:
     return FieldCondition(key=key, match=MatchValue(value))
 
 
@@ -46,8 +46,8 @@ class EdgeDenseStore:
         path.mkdir(parents=True, exist_ok=True)
         config = EdgeConfig(vectors=EdgeVectorParams(size=dim, distance=Distance.Cosine))
         has_data = any(path.iterdir())
-        self._shard = EdgeShard.load(str(path), config) if has_data else EdgeShard.create(
-            str(path), config
+        self._shard = (
+            EdgeShard.load(str(path), config) if has_data else EdgeShard.create(str(path), config)
         )
         # The shard is not documented as thread-safe; arms run in worker threads.
         self._lock = threading.Lock()

@@ -35,10 +35,19 @@ REFUSED = "Who won the 1998 football World Cup?"
 def stack() -> Iterator[Stack]:
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "candor.yaml"
-        config.write_text(json.dumps({"auth": {"enabled": True, "keys": [
-            {"name": "acme", "sha256": hash_key(KEY), "tenants": [TENANT]},
-            {"name": "other", "sha256": hash_key(OTHER_KEY), "tenants": ["other"]},
-        ]}}))
+        config.write_text(
+            json.dumps(
+                {
+                    "auth": {
+                        "enabled": True,
+                        "keys": [
+                            {"name": "acme", "sha256": hash_key(KEY), "tenants": [TENANT]},
+                            {"name": "other", "sha256": hash_key(OTHER_KEY), "tenants": ["other"]},
+                        ],
+                    }
+                }
+            )
+        )
         settings = load_settings(config, env=stack_env(str(Path(tmp) / "data")))
         s = Stack(lambda: start_stack(settings))
         with grpc.insecure_channel(s.address("RetrievalService")) as ch:
@@ -54,8 +63,9 @@ def _gate(stack: Stack) -> tuple[grpc.Channel, gate_pb2_grpc.GateServiceStub]:
 
 
 def _llm_calls(stack: Stack) -> float:
-    return metric_value(scrape(stack.metrics_port("GeneratorService")),
-                        "candor_generator_llm_calls_total")
+    return metric_value(
+        scrape(stack.metrics_port("GeneratorService")), "candor_generator_llm_calls_total"
+    )
 
 
 def test_in_kb_question_passes_with_citations_to_the_right_article(stack: Stack) -> None:
@@ -82,8 +92,11 @@ def test_out_of_kb_question_is_refused_and_the_llm_is_not_called(stack: Stack) -
         result = client.ask(ch, REFUSED, TENANT, KEY)
     d = result.decision
     assert d.outcome == gate_pb2.OUTCOME_REFUSE
-    assert d.reason in (gate_pb2.REASON_BELOW_FLOOR, gate_pb2.REASON_LOW_CONFIDENCE,
-                        gate_pb2.REASON_NO_HITS)
+    assert d.reason in (
+        gate_pb2.REASON_BELOW_FLOOR,
+        gate_pb2.REASON_LOW_CONFIDENCE,
+        gate_pb2.REASON_NO_HITS,
+    )
     assert d.reason_detail
     assert d.refusal_message == "I don't have information on this in the knowledge base."
     assert d.refusal_language == "en"
@@ -91,16 +104,25 @@ def test_out_of_kb_question_is_refused_and_the_llm_is_not_called(stack: Stack) -
     assert result.final is None and result.answer == ""
     assert _llm_calls(stack) == before
     gate_metrics = scrape(stack.metrics_port("GateService"))
-    assert metric_value(gate_metrics, "candor_gate_decisions_total",
-                        {"outcome": "refuse", "policy_version": d.policy_version}) >= 1
+    assert (
+        metric_value(
+            gate_metrics,
+            "candor_gate_decisions_total",
+            {"outcome": "refuse", "policy_version": d.policy_version},
+        )
+        >= 1
+    )
 
 
 def test_refusal_message_follows_the_query_language(stack: Stack) -> None:
     ch, gate = _gate(stack)
     with ch:
-        d = gate.Evaluate(gate_pb2.EvaluateRequest(
-            tenant=TENANT, query="Wer hat die Fußball-Weltmeisterschaft 1998 gewonnen?"),
-            metadata=client.metadata(KEY)).decision
+        d = gate.Evaluate(
+            gate_pb2.EvaluateRequest(
+                tenant=TENANT, query="Wer hat die Fußball-Weltmeisterschaft 1998 gewonnen?"
+            ),
+            metadata=client.metadata(KEY),
+        ).decision
     assert d.outcome == gate_pb2.OUTCOME_REFUSE
     assert d.refusal_language == "de"
     assert "Informationen" in d.refusal_message
@@ -110,8 +132,9 @@ def test_refusal_message_follows_the_query_language(stack: Stack) -> None:
 def test_missing_or_wrong_api_key_is_unauthenticated(stack: Stack, key: str | None) -> None:
     ch, gate = _gate(stack)
     with ch, pytest.raises(grpc.RpcError) as err:
-        gate.Evaluate(gate_pb2.EvaluateRequest(tenant=TENANT, query=ANSWERED),
-                      metadata=client.metadata(key))
+        gate.Evaluate(
+            gate_pb2.EvaluateRequest(tenant=TENANT, query=ANSWERED), metadata=client.metadata(key)
+        )
     assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
     assert error_reason_of(err.value) == "API_KEY_INVALID"
 
@@ -119,31 +142,39 @@ def test_missing_or_wrong_api_key_is_unauthenticated(stack: Stack, key: str | No
 def test_key_for_another_tenant_is_permission_denied_everywhere(stack: Stack) -> None:
     ch, gate = _gate(stack)
     with ch, pytest.raises(grpc.RpcError) as err:
-        gate.Evaluate(gate_pb2.EvaluateRequest(tenant=TENANT, query=ANSWERED),
-                      metadata=client.metadata(OTHER_KEY))
+        gate.Evaluate(
+            gate_pb2.EvaluateRequest(tenant=TENANT, query=ANSWERED),
+            metadata=client.metadata(OTHER_KEY),
+        )
     assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
     assert error_reason_of(err.value) == "TENANT_NOT_ALLOWED"
     with grpc.insecure_channel(stack.address("RetrievalService")) as rch:
         stub = retrieval_pb2_grpc.RetrievalServiceStub(rch)
         with pytest.raises(grpc.RpcError) as err2:
-            stub.Retrieve(retrieval_pb2.RetrieveRequest(tenant=TENANT, query=ANSWERED),
-                          metadata=client.metadata(OTHER_KEY))
+            stub.Retrieve(
+                retrieval_pb2.RetrieveRequest(tenant=TENANT, query=ANSWERED),
+                metadata=client.metadata(OTHER_KEY),
+            )
         assert err2.value.code() == grpc.StatusCode.PERMISSION_DENIED
         # The other tenant's own knowledge base is empty: no leak across tenants.
-        reply = stub.Retrieve(retrieval_pb2.RetrieveRequest(tenant="other", query=ANSWERED),
-                              metadata=client.metadata(OTHER_KEY))
+        reply = stub.Retrieve(
+            retrieval_pb2.RetrieveRequest(tenant="other", query=ANSWERED),
+            metadata=client.metadata(OTHER_KEY),
+        )
         assert list(reply.candidates) == []
 
 
-@pytest.mark.parametrize(("query", "why"), [("", "required"), ("   ", "required"),
-                                            ("x" * 1_000_000, "at most")])
+@pytest.mark.parametrize(
+    ("query", "why"), [("", "required"), ("   ", "required"), ("x" * 1_000_000, "at most")]
+)
 def test_empty_or_huge_query_is_invalid_argument_with_field_violation(
     stack: Stack, query: str, why: str
 ) -> None:
     ch, gate = _gate(stack)
     with ch, pytest.raises(grpc.RpcError) as err:
-        gate.Evaluate(gate_pb2.EvaluateRequest(tenant=TENANT, query=query),
-                      metadata=client.metadata(KEY))
+        gate.Evaluate(
+            gate_pb2.EvaluateRequest(tenant=TENANT, query=query), metadata=client.metadata(KEY)
+        )
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     violations = field_violations_of(err.value)
     assert [f for f, _ in violations] == ["query"]
@@ -154,9 +185,12 @@ def test_missing_tenant_is_a_field_violation_on_every_service(stack: Stack) -> N
     with grpc.insecure_channel(stack.address("RetrievalService")) as ch:
         stub = retrieval_pb2_grpc.RetrievalServiceStub(ch)
         with pytest.raises(grpc.RpcError) as err:
-            stub.UpsertDocuments(retrieval_pb2.UpsertDocumentsRequest(
-                documents=[retrieval_pb2.Document(document_id="", text="")]),
-                metadata=client.metadata(KEY))
+            stub.UpsertDocuments(
+                retrieval_pb2.UpsertDocumentsRequest(
+                    documents=[retrieval_pb2.Document(document_id="", text="")]
+                ),
+                metadata=client.metadata(KEY),
+            )
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     fields = {f for f, _ in field_violations_of(err.value)}
     assert fields == {"tenant", "documents[0].document_id", "documents[0].text"}
@@ -167,16 +201,18 @@ def test_generator_refuses_forged_replayed_and_tampered_tokens_without_calling_t
 ) -> None:
     ch, gate = _gate(stack)
     with ch:
-        d = gate.Evaluate(gate_pb2.EvaluateRequest(tenant=TENANT, query=ANSWERED),
-                          metadata=client.metadata(KEY)).decision
+        d = gate.Evaluate(
+            gate_pb2.EvaluateRequest(tenant=TENANT, query=ANSWERED), metadata=client.metadata(KEY)
+        ).decision
     assert d.outcome == gate_pb2.OUTCOME_PASS
     before = _llm_calls(stack)
     with grpc.insecure_channel(stack.address("GeneratorService")) as gch:
         gen = generator_pb2_grpc.GeneratorServiceStub(gch)
 
         def generate(**kw: object) -> list[generator_pb2.GenerateResponse]:
-            req = generator_pb2.GenerateRequest(pass_token=d.pass_token, query=ANSWERED,
-                                                evidence=d.evidence)
+            req = generator_pb2.GenerateRequest(
+                pass_token=d.pass_token, query=ANSWERED, evidence=d.evidence
+            )
             for k, v in kw.items():
                 if k == "evidence":
                     del req.evidence[:]
@@ -220,8 +256,11 @@ def test_reflection_lists_each_service_and_health(stack: Stack) -> None:
             listed = {s.name for r in replies for s in r.list_services_response.service}
         assert "grpc.health.v1.Health" in listed
         names |= listed
-    assert {"candor.retrieval.v1.RetrievalService", "candor.gate.v1.GateService",
-            "candor.generator.v1.GeneratorService"} <= names
+    assert {
+        "candor.retrieval.v1.RetrievalService",
+        "candor.gate.v1.GateService",
+        "candor.generator.v1.GeneratorService",
+    } <= names
 
 
 def test_get_policy_reports_the_active_version(stack: Stack) -> None:
@@ -238,16 +277,25 @@ def test_delete_removes_a_document_from_both_arms(stack: Stack) -> None:
     with grpc.insecure_channel(stack.address("RetrievalService")) as ch:
         stub = retrieval_pb2_grpc.RetrievalServiceStub(ch)
         md = client.metadata(KEY)
-        doc = retrieval_pb2.Document(document_id="tmp-zebra", title="Zebra crossings",
-                                     text="Quagga zebra stripes help parcels cross roads safely.")
-        stub.UpsertDocuments(retrieval_pb2.UpsertDocumentsRequest(tenant=TENANT, documents=[doc]),
-                             metadata=md)
+        doc = retrieval_pb2.Document(
+            document_id="tmp-zebra",
+            title="Zebra crossings",
+            text="Quagga zebra stripes help parcels cross roads safely.",
+        )
+        stub.UpsertDocuments(
+            retrieval_pb2.UpsertDocumentsRequest(tenant=TENANT, documents=[doc]), metadata=md
+        )
         query = retrieval_pb2.RetrieveRequest(tenant=TENANT, query="quagga zebra stripes")
         top = stub.Retrieve(query, metadata=md).candidates[0]
         assert top.document_id == "tmp-zebra" and top.in_both
         reply = stub.DeleteDocuments(
             retrieval_pb2.DeleteDocumentsRequest(tenant=TENANT, document_ids=["tmp-zebra", "nope"]),
-            metadata=md)
+            metadata=md,
+        )
         assert [r.outcome for r in reply.results] == [
-            retrieval_pb2.DOCUMENT_OUTCOME_DELETED, retrieval_pb2.DOCUMENT_OUTCOME_NOT_FOUND]
-        assert all(c.document_id != "tmp-zebra" for c in stub.Retrieve(query, metadata=md).candidates)
+            retrieval_pb2.DOCUMENT_OUTCOME_DELETED,
+            retrieval_pb2.DOCUMENT_OUTCOME_NOT_FOUND,
+        ]
+        assert all(
+            c.document_id != "tmp-zebra" for c in stub.Retrieve(query, metadata=md).candidates
+        )

@@ -1,6 +1,6 @@
 """A tiny service booted by the shared runtime, with one slow RPC, for shutdown tests.
 
-    python -m tests.service.slow_server PORT METRICS_PORT
+python -m tests.service.slow_server PORT METRICS_PORT
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ def _register(server: grpc.aio.Server) -> None:
 
 async def main(port: int, metrics_port: int) -> None:
     configure_logging("INFO")
-    settings = ServerSettings(port=port, metrics_port=metrics_port, grace_seconds=10,
-                              drain_delay_seconds=1.0)
+    settings = ServerSettings(
+        port=port, metrics_port=metrics_port, grace_seconds=10, drain_delay_seconds=1.0
+    )
     running = await start_service(ServiceSpec(SERVICE, _register, settings))
     print("ready", flush=True)
     await serve_until_signal([running])

@@ -12,11 +12,19 @@ from generator_svc.service import GeneratorServicer
 from retrieval_svc.service import RetrievalServicer
 
 CASES = [
-    (retrieval_pb2, "RetrievalService", retrieval_pb2_grpc.RetrievalServiceServicer,
-     RetrievalServicer),
+    (
+        retrieval_pb2,
+        "RetrievalService",
+        retrieval_pb2_grpc.RetrievalServiceServicer,
+        RetrievalServicer,
+    ),
     (gate_pb2, "GateService", gate_pb2_grpc.GateServiceServicer, GateServicer),
-    (generator_pb2, "GeneratorService", generator_pb2_grpc.GeneratorServiceServicer,
-     GeneratorServicer),
+    (
+        generator_pb2,
+        "GeneratorService",
+        generator_pb2_grpc.GeneratorServiceServicer,
+        GeneratorServicer,
+    ),
 ]
 
 

@@ -40,7 +40,11 @@ def slow_server():  # type: ignore[no-untyped-def]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.service.slow_server", str(port), str(metrics_port)],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     target = f"127.0.0.1:{port}"
     deadline = time.monotonic() + 20
