@@ -149,11 +149,16 @@ def format_ask(result: AskResult, debug: bool) -> str:
         tier = evidence_pb2.Tier.Name(f.tier).removeprefix("TIER_")
         lines.append(f"{f.answer}")
         lines.append(f"  [{tier}, confidence {d.display_confidence}%]")
-        titles = {e.chunk_id: (e.title, e.document_id) for e in d.evidence}
-        for i, c in enumerate(f.citations, start=1):
-            title, doc = titles.get(c.chunk_id, ("?", "?"))
-            mark = "ok" if c.verified else f"FAILED: {c.failure}"
-            lines.append(f"  [{i}] {title} ({doc}) - {mark}")
+        # Answer markers [n] number the evidence, so list each cited evidence once by that n.
+        index = {e.chunk_id: (i, e) for i, e in enumerate(d.evidence, start=1)}
+        listed: set[str] = set()
+        for c in f.citations:
+            if c.chunk_id in listed:
+                continue
+            listed.add(c.chunk_id)
+            n, ev = index.get(c.chunk_id, (0, evidence_pb2.Evidence(title="?", document_id="?")))
+            mark = "verified" if c.verified else f"FAILED: {c.failure}"
+            lines.append(f"  [{n}] {ev.title} ({ev.document_id}, {c.chunk_id}) - {mark}")
     else:
         lines.append(d.refusal_message or "(no answer)")
         lines.append(f"  [{outcome}: {gate_pb2.Reason.Name(d.reason).removeprefix('REASON_')}]")

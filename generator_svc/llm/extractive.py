@@ -57,7 +57,6 @@ class ExtractiveBackend:
             scored.append((bonus * overlap / (1 + 0.1 * ei), ei, si, sentence))
         scored.sort(key=lambda s: (-s[0], s[1], s[2]))
         chosen = scored[: self._max]
-        chosen.sort(key=lambda s: (s[1], s[2]))  # read in document order
         return [(ei, sentence) for _, ei, _, sentence in chosen]
 
     async def stream(self, inp: GenerationInput) -> AsyncIterator[str | Draft]:
