@@ -299,3 +299,19 @@ def test_delete_removes_a_document_from_both_arms(stack: Stack) -> None:
         assert all(
             c.document_id != "tmp-zebra" for c in stub.Retrieve(query, metadata=md).candidates
         )
+
+
+def test_one_trace_spans_gate_retrieval_and_generator(stack: Stack) -> None:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    trace.get_tracer_provider().add_span_processor(SimpleSpanProcessor(exporter))  # type: ignore[attr-defined]
+    with grpc.insecure_channel(stack.address("GateService")) as ch:
+        client.ask(ch, ANSWERED, TENANT, KEY)
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    ask = spans["/candor.gate.v1.GateService/Ask"]
+    retrieve = spans["/candor.retrieval.v1.RetrievalService/Retrieve"]
+    generate = spans["/candor.generator.v1.GeneratorService/Generate"]
+    assert ask.context.trace_id == retrieve.context.trace_id == generate.context.trace_id

@@ -1,0 +1,140 @@
+"""The knowledge base over the real embedded stores (Qdrant Edge, tantivy) and the real model."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from retrieval_svc.embed.minilm import MiniLMEmbedder
+from retrieval_svc.ingest import SourceDocument
+from retrieval_svc.knowledge_base import (
+    EmbedderMismatch,
+    KnowledgeBase,
+    RetrieveParams,
+    check_collection,
+)
+from retrieval_svc.stores.base import Hit
+from retrieval_svc.stores.edge import EdgeDenseStore
+from retrieval_svc.stores.tantivy_store import TantivyKeywordStore
+
+DOCS = {
+    "tides": (
+        "Tides",
+        "## Why tides happen\n\nThe Moon's gravity pulls the oceans, so most "
+        "coasts see two high tides and two low tides every lunar day of 24 hours 50 minutes.",
+    ),
+    "bread": (
+        "Sourdough",
+        "## Starter\n\nA sourdough starter is flour and water fermented by wild "
+        "yeast and lactobacilli. Feed it daily at a one-to-one ratio by weight.",
+    ),
+    "bikes": (
+        "Bicycle tyres",
+        "## Pressure\n\nRoad bicycle tyres usually run at 80 to 100 psi, "
+        "while mountain bike tyres run far lower, around 25 to 35 psi.",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def embedder() -> MiniLMEmbedder:
+    return MiniLMEmbedder()
+
+
+@pytest.fixture
+def kb(tmp_path: Path, embedder: MiniLMEmbedder) -> Iterator[KnowledgeBase]:
+    base = KnowledgeBase(
+        embedder,
+        EdgeDenseStore(tmp_path / "dense", embedder.dim),
+        TantivyKeywordStore(tmp_path / "keyword"),
+    )
+    docs = [SourceDocument("t1", doc_id, title, text, 1) for doc_id, (title, text) in DOCS.items()]
+    assert [r.outcome for r in base.upsert(docs)] == ["written"] * 3
+    yield base
+    base.close()
+
+
+def _retrieve(kb: KnowledgeBase, query: str, tenant: str = "t1", **kw: object):  # type: ignore[no-untyped-def]
+    return asyncio.run(kb.retrieve(RetrieveParams(tenant=tenant, query=query, **kw), 2.0))  # type: ignore[arg-type]
+
+
+def test_hybrid_retrieval_fuses_both_arms(kb: KnowledgeBase) -> None:
+    result = _retrieve(kb, "why are there two high tides a day")
+    top = result.candidates[0]
+    assert top.chunk.document_id == "tides"
+    assert top.in_both and top.dense is not None and top.keyword is not None
+    assert 0.3 < top.dense.score <= 1.0 and top.keyword.score > 0
+    assert top.fused_score == pytest.approx(1 / 61 + 1 / 61)
+    assert [a.state for a in result.arms] == ["ok", "ok"] and not result.degraded
+
+
+def test_tenants_never_see_each_others_chunks(kb: KnowledgeBase) -> None:
+    assert _retrieve(kb, "sourdough starter", tenant="t2").candidates == []
+
+
+def test_changed_document_replaces_its_chunks_and_retry_is_idempotent(kb: KnowledgeBase) -> None:
+    doc = SourceDocument("t1", "tides", "Tides", "Completely new text about lighthouses.", 1)
+    kb.upsert([doc])
+    kb.upsert([doc])  # a retry lands on the same points
+    for mode in ("dense", "keyword"):
+        hits = [
+            c
+            for c in _retrieve(kb, "tides lighthouses", mode=mode).candidates
+            if c.chunk.document_id == "tides"
+        ]
+        assert len(hits) == 1 and "lighthouses" in hits[0].chunk.text, mode
+    assert not any("Moon" in c.chunk.text for c in _retrieve(kb, "Moon gravity oceans").candidates)
+
+
+def test_a_failing_arm_degrades_instead_of_failing(kb: KnowledgeBase) -> None:
+    def broken(tenant: str, query: str, limit: int) -> list[Hit]:
+        raise ConnectionError("keyword store down")
+
+    kb._keyword.search = broken  # type: ignore[method-assign]
+    result = _retrieve(kb, "bicycle tyre pressure")
+    assert result.degraded
+    states = {a.arm: a.state for a in result.arms}
+    assert states == {"dense": "ok", "keyword": "error"}
+    assert result.candidates[0].chunk.document_id == "bikes"
+    assert not result.candidates[0].in_both
+
+
+def test_a_slow_arm_times_out_within_its_budget(kb: KnowledgeBase) -> None:
+    real = kb._dense.search
+
+    def slow(*args: object) -> list[Hit]:
+        time.sleep(1.0)
+        return real(*args)  # type: ignore[arg-type]
+
+    kb._dense.search = slow  # type: ignore[method-assign]
+    start = time.perf_counter()
+    result = asyncio.run(kb.retrieve(RetrieveParams(tenant="t1", query="sourdough"), 0.2))
+    assert time.perf_counter() - start < 0.8
+    assert {a.arm: a.state for a in result.arms} == {"dense": "timeout", "keyword": "ok"}
+    assert result.candidates[0].chunk.document_id == "bread"
+
+
+def test_delete_removes_from_both_stores(kb: KnowledgeBase) -> None:
+    [res] = kb.delete("t1", ["bread"])
+    assert res.outcome == "deleted" and res.chunks == 1
+    assert all(
+        c.chunk.document_id != "bread" for c in _retrieve(kb, "sourdough starter").candidates
+    )
+    assert kb.delete("t1", ["bread"])[0].outcome == "not_found"
+
+
+def test_collection_built_by_another_embedder_is_refused(
+    tmp_path: Path, embedder: MiniLMEmbedder
+) -> None:
+    check_collection(tmp_path, embedder)
+    check_collection(tmp_path, embedder)  # same embedder: fine
+
+    class Other:
+        name, dim = "other-model/768", 768
+
+    with pytest.raises(EmbedderMismatch, match="other-model"):
+        check_collection(tmp_path, Other())  # type: ignore[arg-type]
