@@ -56,10 +56,47 @@ class ServerSettings:
 
 
 @dataclass(frozen=True)
+class QdrantSettings:
+    """Production dense arm."""
+
+    url: str = "http://127.0.0.1:6333"
+    prefer_grpc: bool = True
+    grpc_port: int = 6334
+    api_key: str = ""
+    """Prefer api_key_file (a mounted Secret); read once at start-up."""
+    api_key_file: str = ""
+    https: bool = False
+    collection: str = "candor_chunks"
+    timeout_seconds: float = 5.0
+
+
+@dataclass(frozen=True)
+class OpenSearchSettings:
+    """Production keyword arm."""
+
+    hosts: tuple[str, ...] = ("http://127.0.0.1:9200",)
+    username: str = ""
+    password: str = ""
+    password_file: str = ""
+    verify_certs: bool = True
+    ca_certs: str = ""
+    index: str = "candor-chunks"
+    timeout_seconds: float = 5.0
+
+
+@dataclass(frozen=True)
 class RetrievalSettings:
     server: ServerSettings = ServerSettings(port=50051, metrics_port=9101)
     data_dir: str = "data"
     """Where the embedded stores (Qdrant Edge, tantivy) keep their files."""
+    dense_backend: str = "edge"
+    """edge (embedded Qdrant Edge) or qdrant."""
+    keyword_backend: str = "tantivy"
+    """tantivy (embedded) or opensearch."""
+    embedder: str = "minilm"
+    """minilm (bundled English), multilingual (bundled), or cohere."""
+    qdrant: QdrantSettings = QdrantSettings()
+    opensearch: OpenSearchSettings = OpenSearchSettings()
     candidate_pool: int = 30
     top_k: int = 10
     rrf_k: int = 60
@@ -224,6 +261,11 @@ def _validate(s: Settings) -> None:
     r = s.retrieval
     checks = [
         (r.candidate_pool >= 1, "retrieval.candidate_pool must be >= 1"),
+        (r.dense_backend in ("edge", "qdrant"), "retrieval.dense_backend must be edge or qdrant"),
+        (
+            r.keyword_backend in ("tantivy", "opensearch"),
+            "retrieval.keyword_backend must be tantivy or opensearch",
+        ),
         (r.top_k >= 1, "retrieval.top_k must be >= 1"),
         (r.rrf_k >= 1, "retrieval.rrf_k must be >= 1"),
         (r.arm_timeout_seconds > 0, "retrieval.arm_timeout_seconds must be > 0"),

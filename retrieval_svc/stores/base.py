@@ -34,6 +34,17 @@ class Hit:
     score: float
 
 
+@dataclass(frozen=True)
+class StoredChunk:
+    """One chunk as a store holds it, for drift checks between the two stores."""
+
+    tenant: str
+    document_id: str
+    chunk_id: str
+    generation: str
+    published: bool
+
+
 class DenseStore(Protocol):
     def upsert(self, chunks: Sequence[Chunk], vectors: npt.NDArray[np.float32]) -> None:
         """Write chunks unpublished; ``publish`` makes them visible."""
@@ -49,7 +60,13 @@ class DenseStore(Protocol):
 
     def search(
         self, tenant: str, vector: npt.NDArray[np.float32], limit: int, include_unpublished: bool
-    ) -> list[Hit]: ...
+    ) -> list[Hit]:
+        """Best-first hits of ``tenant`` only; score is cosine similarity."""
+        ...
+
+    def inventory(self) -> list[StoredChunk]:
+        """Every chunk in the store (all tenants), for verify/reindex."""
+        ...
 
     def close(self) -> None: ...
 
@@ -61,6 +78,10 @@ class KeywordStore(Protocol):
 
     def delete(self, tenant: str, document_id: str) -> int: ...
 
-    def search(self, tenant: str, query: str, limit: int) -> list[Hit]: ...
+    def search(self, tenant: str, query: str, limit: int) -> list[Hit]:
+        """Best-first hits of ``tenant`` only; score is BM25; the tenant filter adds no score."""
+        ...
+
+    def inventory(self) -> list[StoredChunk]: ...
 
     def close(self) -> None: ...

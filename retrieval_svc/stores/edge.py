@@ -22,10 +22,11 @@ from qdrant_edge import (
     Point,
     Query,
     QueryRequest,
+    ScrollRequest,
     UpdateOperation,
 )
 
-from retrieval_svc.stores.base import Chunk, Hit
+from retrieval_svc.stores.base import Chunk, Hit, StoredChunk
 
 # Keyword values, not booleans: Edge 0.9 does not match MatchValue(True) on bool payloads.
 PUBLISHED, STAGED = "published", "staged"
@@ -102,6 +103,28 @@ class EdgeDenseStore:
         with self._lock:
             points = self._shard.query(request)
         return [Hit(_chunk(p.payload or {}), float(p.score)) for p in points]
+
+    def inventory(self) -> list[StoredChunk]:
+        out: list[StoredChunk] = []
+        offset = None
+        with self._lock:
+            while True:
+                records, offset = self._shard.scroll(
+                    ScrollRequest(offset=offset, limit=1000, with_payload=True)
+                )
+                for r in records:
+                    p = r.payload or {}
+                    out.append(
+                        StoredChunk(
+                            str(p["tenant"]),
+                            str(p["document_id"]),
+                            str(p["chunk_id"]),
+                            str(p.get("generation", "")),
+                            p.get("visibility") == PUBLISHED,
+                        )
+                    )
+                if offset is None:
+                    return out
 
     def close(self) -> None:
         with self._lock:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import tantivy
 
-from retrieval_svc.stores.base import Chunk, Hit
+from retrieval_svc.stores.base import Chunk, Hit, StoredChunk
 
 _QUERY_SYNTAX = re.compile(r"[^\w\s]", re.UNICODE)
 # Query-parser keywords would change the query's meaning if a user typed them.
@@ -104,6 +104,22 @@ class TantivyKeywordStore:
                 )
             )
         return hits
+
+    def inventory(self) -> list[StoredChunk]:
+        self._index.reload()
+        searcher = self._index.searcher()
+        total = int(searcher.num_docs)
+        if total == 0:
+            return []
+        out = []
+        for _, address in searcher.search(tantivy.Query.all_query(), total).hits:
+            d = searcher.doc(address)
+            out.append(
+                StoredChunk(
+                    d["tenant"][0], d["document_id"][0], d["chunk_id"][0], d["generation"][0], True
+                )
+            )
+        return out
 
     def close(self) -> None:
         with self._lock:
