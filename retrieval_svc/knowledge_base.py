@@ -85,6 +85,21 @@ def check_collection(data_dir: Path, embedder: Embedder) -> None:
     marker.write_text(json.dumps(want))
 
 
+RETRY_DELAYS = (0.05, 0.2, 0.5)
+
+
+def _retry(write: Callable[[], None]) -> None:
+    """Retry a store write a few times; writes are idempotent, so repeating one is safe."""
+    for delay in RETRY_DELAYS:
+        try:
+            write()
+            return
+        except Exception as exc:
+            log.warning("store write failed, retrying", extra={"error": repr(exc), "delay": delay})
+            time.sleep(delay)
+    write()
+
+
 class KnowledgeBase:
     def __init__(
         self,
@@ -116,12 +131,18 @@ class KnowledgeBase:
 
     def _upsert_one(self, doc: SourceDocument) -> DocumentWrite:
         chunks = chunk_document(doc, self._chunk_words, self._overlap)
+        if not chunks:
+            return DocumentWrite(doc.document_id, "failed", 0, "document has no text to index")
+        generation = chunks[0].generation
         try:
             vectors = self.embedder.embed([embedding_text(c) for c in chunks])
-            # Dense chunks land unpublished; the keyword commit is atomic; then publish.
-            self._dense.upsert(chunks, vectors)
-            self._keyword.replace(doc.tenant, doc.document_id, chunks)
-            self._dense.publish(doc.tenant, doc.document_id, chunks[0].generation if chunks else "")
+            # Order matters: dense chunks land staged (invisible); the keyword commit swaps the
+            # document atomically; publishing flips the dense generation and drops the old one.
+            # A failure part-way leaves the previous version visible in both arms, and a retry
+            # of the same document lands on the same ids.
+            _retry(lambda: self._dense.upsert(chunks, vectors))
+            _retry(lambda: self._keyword.replace(doc.tenant, doc.document_id, chunks))
+            _retry(lambda: self._dense.publish(doc.tenant, doc.document_id, generation))
         except Exception as exc:  # one bad document must not fail the batch
             log.exception("upsert failed", extra={"document_id": doc.document_id})
             return DocumentWrite(doc.document_id, "failed", 0, f"{type(exc).__name__}: {exc}")
@@ -139,6 +160,16 @@ class KnowledgeBase:
                 continue
             results.append(DocumentWrite(doc_id, "deleted" if n else "not_found", n))
         return results
+
+    def sizes(self) -> dict[str, int]:
+        """Chunks held by each store; a store that cannot answer is left out."""
+        out: dict[str, int] = {}
+        for arm, store in ((DENSE, self._dense), (KEYWORD, self._keyword)):
+            try:
+                out[arm] = store.count()
+            except Exception as exc:
+                log.warning("cannot count store", extra={"arm": arm, "error": repr(exc)})
+        return out
 
     def _dense_arm(self, p: RetrieveParams) -> list[Hit]:
         vector = self.embedder.embed([p.query])[0]

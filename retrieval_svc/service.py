@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import grpc
 from google.protobuf.duration_pb2 import Duration
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 from candor.common.v1 import evidence_pb2
 from candor.retrieval.v1 import retrieval_pb2 as pb
@@ -73,6 +74,34 @@ class RetrievalMetrics:
             ["op", "outcome"],
             registry=metrics.registry,
         )
+        self.chunks_written = Counter(
+            "candor_retrieval_chunks_written_total",
+            "Chunks written to both stores.",
+            registry=metrics.registry,
+        )
+        self.ingest_seconds = Histogram(
+            "candor_retrieval_ingest_seconds",
+            "Time to chunk, embed and write one call's documents.",
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+            registry=metrics.registry,
+        )
+        self.candidates = Histogram(
+            "candor_retrieval_candidates",
+            "Fused candidates returned per Retrieve.",
+            buckets=(0, 1, 2, 3, 5, 10, 20, 50, 100),
+            registry=metrics.registry,
+        )
+        self.empty = Counter(
+            "candor_retrieval_empty_results_total",
+            "Retrieve calls that found nothing.",
+            registry=metrics.registry,
+        )
+        self.index_chunks = Gauge(
+            "candor_retrieval_index_chunks",
+            "Chunks held by each store (all tenants).",
+            ["arm"],
+            registry=metrics.registry,
+        )
 
 
 def _duration(seconds: float) -> Duration:
@@ -127,6 +156,9 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             self._m.arm_outcomes.labels(arm.arm, arm.state).inc()
             if arm.state != "skipped":
                 self._m.arm_seconds.labels(arm.arm).observe(arm.latency_seconds)
+        self._m.candidates.observe(len(result.candidates))
+        if not result.candidates:
+            self._m.empty.inc()
         if ran and all(a.state != "ok" for a in ran):
             await abort_info(
                 context,
@@ -211,10 +243,16 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             )
             for d in request.documents
         ]
+        start = time.perf_counter()
         async with self._write_lock:
             results = await asyncio.to_thread(self._kb.upsert, docs)
+            sizes = await asyncio.to_thread(self._kb.sizes)
+        self._m.ingest_seconds.observe(time.perf_counter() - start)
+        for arm, n in sizes.items():
+            self._m.index_chunks.labels(arm).set(n)
         for r in results:
             self._m.documents.labels("upsert", r.outcome).inc()
+            self._m.chunks_written.inc(r.chunks)
         return pb.UpsertDocumentsResponse(
             results=[
                 pb.DocumentResult(

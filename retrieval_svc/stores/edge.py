@@ -104,6 +104,10 @@ class EdgeDenseStore:
             points = self._shard.query(request)
         return [Hit(_chunk(p.payload or {}), float(p.score)) for p in points]
 
+    def count(self) -> int:
+        with self._lock:
+            return int(self._shard.count(CountRequest(exact=True)))
+
     def inventory(self) -> list[StoredChunk]:
         out: list[StoredChunk] = []
         offset = None

@@ -105,6 +105,10 @@ class TantivyKeywordStore:
             )
         return hits
 
+    def count(self) -> int:
+        self._index.reload()
+        return int(self._index.searcher().num_docs)
+
     def inventory(self) -> list[StoredChunk]:
         self._index.reload()
         searcher = self._index.searcher()

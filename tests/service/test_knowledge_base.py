@@ -138,3 +138,31 @@ def test_collection_built_by_another_embedder_is_refused(
 
     with pytest.raises(EmbedderMismatch, match="other-model"):
         check_collection(tmp_path, Other())  # type: ignore[arg-type]
+
+
+def test_rerun_after_a_mid_write_failure_leaves_exactly_one_copy(kb: KnowledgeBase) -> None:
+    real = kb._keyword.replace
+    calls = {"n": 0}
+
+    def failing(*args: object) -> None:
+        calls["n"] += 1
+        raise ConnectionError("keyword store went away mid-write")
+
+    kb._keyword.replace = failing  # type: ignore[method-assign]
+    doc = SourceDocument("t1", "bikes", "Bicycle tyres", "## Pressure\n\n" + "Pump tyres. " * 80, 1)
+    [failed] = kb.upsert([doc])
+    assert failed.outcome == "failed" and "went away" in failed.error
+    assert calls["n"] == 4  # first try + three retries
+    # The old version is still what both arms serve.
+    top = _retrieve(kb, "road bicycle tyre pressure psi").candidates[0]
+    assert top.chunk.document_id == "bikes" and "psi" in top.chunk.text
+
+    kb._keyword.replace = real  # type: ignore[method-assign]
+    [ok] = kb.upsert([doc])
+    assert ok.outcome == "written" and ok.chunks > 1
+    for store in (kb._dense, kb._keyword):
+        mine = [c for c in store.inventory() if c.document_id == "bikes"]
+        ids = [c.chunk_id for c in mine]
+        assert len(ids) == len(set(ids)) == ok.chunks, type(store).__name__
+        assert all(c.published for c in mine)
+        assert len({c.generation for c in mine}) == 1
