@@ -209,7 +209,17 @@ def _build(cls: type[Any], data: Mapping[str, Any], where: str) -> Any:
             base = dataclasses.asdict(getattr(defaults, name))
             value = _deep_merge(base, value)
         kwargs[name] = _coerce(tp, value, f"{where}.{name}")
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        missing = sorted(
+            f.name
+            for f in dataclasses.fields(cls)
+            if f.name not in kwargs
+            and f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING
+        )
+        raise SettingsError(f"{where}: missing required settings {missing}") from exc
 
 
 def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

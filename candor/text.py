@@ -6,7 +6,9 @@ import re
 import unicodedata
 
 _WORD = re.compile(r"[\w][\w'’\-\.]*[\w]|[\w]", re.UNICODE)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])|\n{2,}|\n(?=[-*#\d])")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
+_BLOCK_START = re.compile(r"^\s*(#{1,6}\s|[-*+]\s|\d{1,3}[.)]\s)")
+_NUMBERED = re.compile(r"^\s*(\d{1,3}[.)])\s+")
 
 STOPWORDS = frozenset(
     [
@@ -158,14 +160,18 @@ STOPWORDS = frozenset(
 
 def words(text: str) -> list[str]:
     """Lower-cased word tokens, with apostrophes and inner dots/hyphens kept (e.g. PX-412)."""
-    folded = unicodedata.normalize("NFKC", text).casefold()
+    folded = unicodedata.normalize("NFKC", text).casefold().replace("’", "'")
     return [w.strip(".'’-") for w in _WORD.findall(folded) if w.strip(".'’-")]
 
 
 def stem(word: str) -> str:
     """A deliberately light English stemmer: enough to match plural and -ing/-ed forms."""
-    for suffix in ("ing", "ed", "es", "s"):
-        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 4 and word.endswith(("sses", "shes", "ches", "xes", "zes")):
+        return word[:-2]
+    for suffix in ("ing", "ed", "s"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix) and not word.endswith("ss"):
             return word[: -len(suffix)]
     return word
 
@@ -179,13 +185,32 @@ def content_terms(text: str) -> list[str]:
     return list(seen)
 
 
+def _blocks(text: str) -> list[str]:
+    """Paragraphs, headings and list items; hard-wrapped lines join their paragraph."""
+    blocks: list[list[str]] = []
+    after_heading = True
+    for line in text.splitlines():
+        if not line.strip():
+            after_heading = True
+            continue
+        if after_heading or _BLOCK_START.match(line):
+            blocks.append([])
+        blocks[-1].append(line.strip())
+        after_heading = line.lstrip().startswith("#")
+    return [" ".join(b) for b in blocks]
+
+
 def sentences(text: str) -> list[str]:
     """Split text into sentences; markdown headings and list items stand alone."""
     out: list[str] = []
-    for block in _SENTENCE_END.split(text):
-        s = " ".join(block.split()).lstrip("#*- ").strip()
-        if s:
-            out.append(s)
+    for block in _blocks(text):
+        numbered = _NUMBERED.match(block)
+        prefix = numbered.group(1) + " " if numbered else ""
+        body = block[numbered.end() :] if numbered else block.lstrip("#*-+ ")
+        for i, piece in enumerate(_SENTENCE_END.split(body)):
+            s = " ".join(piece.split())
+            if s:
+                out.append(prefix + s if i == 0 else s)
     return out
 
 

@@ -204,7 +204,7 @@ class TokenVerifier:
 
 
 def load_or_create_signing_key(path: Path) -> Ed25519PrivateKey:
-    """Load a PEM private key, creating it (0600) with its public half beside it if absent."""
+    """Load a PEM private key, creating it (mode 0600) if absent; see write_public_key."""
     if path.exists():
         key = serialization.load_pem_private_key(path.read_bytes(), password=None)
         if not isinstance(key, Ed25519PrivateKey):

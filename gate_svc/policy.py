@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from gate_svc.refusal import DEFAULT_MESSAGES
 from gate_svc.signals import CandidateView, compute_signals, distance_confidence
 
 DEFAULT_POLICY_PATH = Path(__file__).with_name("policy_default.yaml")
@@ -240,9 +241,11 @@ def parse_policy(text: str) -> PolicyConfig:
     unknown = set(data) - allowed
     if unknown:
         raise PolicyError(f"unknown keys {sorted(unknown)}")
-    version = str(data.get("version") or "")
-    if not version:
-        raise PolicyError("version is required")
+    raw_version = data.get("version")
+    if not isinstance(raw_version, str) or not raw_version.strip():
+        # YAML reads 1.10 as the float 1.1: only a string keeps the version exact.
+        raise PolicyError("version is required and must be a quoted string")
+    version = raw_version.strip()
     policy = str(data.get("policy", "seed000"))
     if policy not in POLICIES:
         raise PolicyError(f"policy {policy!r} is not one of {sorted(POLICIES)}")
@@ -259,9 +262,17 @@ def parse_policy(text: str) -> PolicyConfig:
         isinstance(k, str) and isinstance(v, str) and v for k, v in messages.items()
     ):
         raise PolicyError("refusal_messages must map language codes to non-empty strings")
-    max_evidence = int(data.get("max_evidence", 5))
+    max_evidence = data.get("max_evidence", 5)
+    if isinstance(max_evidence, bool) or not isinstance(max_evidence, int):
+        raise PolicyError("max_evidence must be an integer")
     if not 1 <= max_evidence <= 50:
         raise PolicyError("max_evidence must be in [1, 50]")
+    default_language = str(data.get("default_language", "en"))
+    if default_language not in {**DEFAULT_MESSAGES, **messages}:
+        raise PolicyError(
+            f"default_language {default_language!r} has no refusal message; add one under "
+            "refusal_messages"
+        )
     return PolicyConfig(
         version=version,
         policy=policy,
@@ -269,7 +280,7 @@ def parse_policy(text: str) -> PolicyConfig:
         tiers=tiers,
         max_evidence=max_evidence,
         clarify_on_no_hits=bool(data.get("clarify_on_no_hits", False)),
-        default_language=str(data.get("default_language", "en")),
+        default_language=default_language,
         refusal_messages=dict(messages),
         sha256=hashlib.sha256(text.encode()).hexdigest(),
     )

@@ -183,7 +183,9 @@ def refusal_message(
 ) -> tuple[str, str]:
     """(message, language): the hint if we have a message for it, else the detected language."""
     table = {**DEFAULT_MESSAGES, **messages}
-    lang = (hint or "").split("-")[0].lower() or detect_language(query, default_language)
+    lang = (hint or "").split("-")[0].lower()
     if lang not in table:
-        lang = default_language
+        lang = detect_language(query, default_language)
+    if lang not in table:
+        lang = default_language if default_language in table else "en"
     return table[lang], lang

@@ -53,6 +53,9 @@ def parser() -> argparse.ArgumentParser:
     search.add_argument("--top-k", type=int, default=10)
     _common(search)
     search.set_defaults(target="127.0.0.1:50051")
+    bench = sub.add_parser("bench", help="benchmarks (see docs/benchmarks.md)")
+    bench.add_argument("what", choices=["retrieval"])
+    bench.add_argument("rest", nargs=argparse.REMAINDER)
     return ap
 
 
@@ -101,6 +104,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "serve":
         return asyncio.run(_serve(args))
+    if args.command == "bench":
+        from evals import bench_retrieval
+
+        return bench_retrieval.main(args.rest)
     try:
         with grpc.insecure_channel(args.target) as channel:
             if args.command == "ingest":

@@ -1,0 +1,323 @@
+"""Keyword arm on OpenSearch 2.x: BM25 over title and text, tenant as a zero-score filter.
+
+The production twin of ``tantivy_store.TantivyKeywordStore``; same contract, same semantics:
+
+* ``search`` sums BM25 over the ``title`` and ``text`` fields (``multi_match`` of type
+  ``most_fields``, OR of the query terms), which is what tantivy's query parser builds over its
+  two default fields. The tenant is a ``bool.filter`` term clause, so it selects without scoring;
+  ``Hit.score`` is the raw ``_score``. The query string is never parsed as query syntax.
+* ``replace`` swaps a document's chunks; ``delete`` returns how many chunks went; ``inventory``
+  lists every chunk of every tenant (``published`` is always true: the keyword arm has no staging).
+
+BM25 statistics (document frequency, average length) are per shard and span all tenants, so the
+index is created with a single shard: scores then do not depend on how documents were routed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from opensearchpy import OpenSearch, helpers
+from opensearchpy.exceptions import RequestError
+
+from candor.settings import OpenSearchSettings
+from retrieval_svc.stores.base import Chunk, Hit, StoredChunk
+
+if TYPE_CHECKING:
+    from retrieval_svc.stores.base import KeywordStore
+
+log = logging.getLogger(__name__)
+
+_KEYWORD_FIELDS = ("tenant", "document_id", "parent_id", "chunk_id", "generation", "uri")
+_TEXT_FIELDS = ("title", "text")
+_TEXT: dict[str, Any] = {"type": "text", "analyzer": "english"}
+MAPPING: dict[str, Any] = {
+    # A typo'd field must fail the write, not silently grow the mapping.
+    "dynamic": "strict",
+    "properties": {
+        **{name: {"type": "keyword"} for name in _KEYWORD_FIELDS},
+        **{name: dict(_TEXT) for name in _TEXT_FIELDS},
+        "source_kind": {"type": "integer"},
+        "published": {"type": "boolean"},
+    },
+}
+# One shard: BM25 statistics are per shard, and one shard makes them index-wide (as in tantivy).
+INDEX_SETTINGS: dict[str, Any] = {"index": {"number_of_shards": 1}}
+
+_SOURCE_FIELDS = [*_KEYWORD_FIELDS, *_TEXT_FIELDS, "source_kind"]
+_INVENTORY_FIELDS = ["tenant", "document_id", "chunk_id", "generation", "published"]
+_BULK_BATCH = 500
+_SCROLL_PAGE = 1000
+# Writes may move thousands of chunks; only searches must fit the arm's deadline.
+_MIN_WRITE_TIMEOUT_SECONDS = 30.0
+
+
+class OpenSearchMappingError(RuntimeError):
+    """The configured index exists with a mapping this store cannot search correctly."""
+
+
+class OpenSearchWriteError(RuntimeError):
+    """OpenSearch rejected some of the chunks of a write."""
+
+
+def chunk_doc_id(tenant: str, chunk_id: str) -> str:
+    """Deterministic ``_id``: a retried write overwrites instead of duplicating."""
+    return hashlib.sha1(f"{tenant}\x00{chunk_id}".encode()).hexdigest()
+
+
+def _http_auth(settings: OpenSearchSettings) -> tuple[str, str] | None:
+    if not settings.username:
+        return None
+    password = settings.password
+    if settings.password_file:
+        password = Path(settings.password_file).read_text(encoding="utf-8").rstrip("\r\n")
+    return (settings.username, password)
+
+
+def _describe(field: Mapping[str, Any] | None) -> str:
+    """The parts of a field mapping that decide how it matches and scores."""
+    if field is None:
+        return "missing"
+    kind = str(field.get("type", "object"))
+    parts = []
+    if kind == "text":
+        analyzer = str(field.get("analyzer", "standard"))
+        parts.append(f"analyzer={analyzer}")
+        search_analyzer = str(field.get("search_analyzer", analyzer))
+        if search_analyzer != analyzer:
+            parts.append(f"search_analyzer={search_analyzer}")
+    if field.get("normalizer") is not None:
+        parts.append(f"normalizer={field['normalizer']}")
+    if field.get("index") in (False, "false"):
+        parts.append("index=false")
+    return f"{kind} ({', '.join(parts)})" if parts else kind
+
+
+def mapping_differences(properties: Mapping[str, Any]) -> list[str]:
+    """``field: expected ..., found ...`` for every field of ``MAPPING`` the index gets wrong."""
+    out = []
+    for name, want in MAPPING["properties"].items():
+        expected, found = _describe(want), _describe(properties.get(name))
+        if expected != found:
+            out.append(f"{name}: expected {expected}, found {found}")
+    return out
+
+
+def _chunk_source(c: Chunk) -> dict[str, Any]:
+    return {
+        "tenant": c.tenant,
+        "document_id": c.document_id,
+        "parent_id": c.parent_id,
+        "chunk_id": c.chunk_id,
+        "generation": c.generation,
+        "uri": c.uri,
+        "title": c.title,
+        "text": c.text,
+        "source_kind": c.source_kind,
+        "published": True,
+    }
+
+
+def _document_filter(tenant: str, document_id: str) -> list[dict[str, Any]]:
+    return [{"term": {"tenant": tenant}}, {"term": {"document_id": document_id}}]
+
+
+class OpenSearchKeywordStore:
+    def __init__(self, settings: OpenSearchSettings) -> None:
+        self._index = settings.index
+        self._write_timeout = max(settings.timeout_seconds, _MIN_WRITE_TIMEOUT_SECONDS)
+        self._client = OpenSearch(
+            hosts=list(settings.hosts),
+            http_auth=_http_auth(settings),
+            verify_certs=settings.verify_certs,
+            ca_certs=settings.ca_certs or None,
+            timeout=settings.timeout_seconds,
+            max_retries=1,
+            retry_on_timeout=False,
+        )
+        try:
+            self._ensure_index()
+        except BaseException:
+            self._client.close()
+            raise
+
+    def _ensure_index(self) -> None:
+        if not self._client.indices.exists(index=self._index):
+            try:
+                self._client.indices.create(
+                    index=self._index,
+                    body={"settings": INDEX_SETTINGS, "mappings": MAPPING},
+                    request_timeout=self._write_timeout,
+                )
+                log.info("created OpenSearch index", extra={"index": self._index})
+                return
+            except RequestError as exc:
+                # Another replica of the service created it first: check it like any other.
+                if exc.error != "resource_already_exists_exception":
+                    raise
+        self._check_mapping()
+
+    def _check_mapping(self) -> None:
+        # The name may be an alias over several concrete indices: every one must fit.
+        found = cast(dict[str, Any], self._client.indices.get_mapping(index=self._index))
+        problems = []
+        for concrete, body in sorted(found.items()):
+            properties = body.get("mappings", {}).get("properties", {})
+            for difference in mapping_differences(properties):
+                where = "" if concrete == self._index else f"[{concrete}] "
+                problems.append(where + difference)
+        if problems:
+            raise OpenSearchMappingError(
+                f"OpenSearch index {self._index!r} exists with a mapping the keyword arm cannot "
+                f"use: {'; '.join(problems)}. Reindex into an index created by candor, or point "
+                "opensearch.index at a new name."
+            )
+
+    def replace(self, tenant: str, document_id: str, chunks: Sequence[Chunk]) -> None:
+        # Index the new chunks first, then delete the document's chunks that are not among them,
+        # then refresh once. Not the other way round (delete-by-query, then bulk): that leaves a
+        # window in which the document has no chunks at all, and a failure between the two steps
+        # loses the document until a retry. This order never shows the document missing; a
+        # reader racing a periodic refresh may briefly see old and new chunks together (the
+        # arm's collapse-by-parent absorbs that); a failure part-way leaves the old version
+        # searchable, and a retry lands on the same ids and converges. "Not among them" is by
+        # _id rather than by generation: exact even when a retry repeats the same generation,
+        # and it never races the overwritten old versions of reused ids.
+        for c in chunks:
+            if c.tenant != tenant or c.document_id != document_id:
+                raise ValueError(
+                    f"chunk {c.chunk_id!r} belongs to {c.tenant!r}/{c.document_id!r}, "
+                    f"not {tenant!r}/{document_id!r}"
+                )
+        ids = [chunk_doc_id(c.tenant, c.chunk_id) for c in chunks]
+        for start in range(0, len(chunks), _BULK_BATCH):
+            self._bulk_index(chunks[start : start + _BULK_BATCH], ids[start : start + _BULK_BATCH])
+        stale: dict[str, Any] = {"bool": {"filter": _document_filter(tenant, document_id)}}
+        if ids:
+            stale["bool"]["must_not"] = [{"ids": {"values": ids}}]
+        self._client.delete_by_query(
+            index=self._index,
+            body={"query": stale},
+            conflicts="proceed",
+            request_timeout=self._write_timeout,
+        )
+        # delete_by_query only refreshes when it deleted something; the new chunks need it too.
+        self._client.indices.refresh(index=self._index, request_timeout=self._write_timeout)
+
+    def _bulk_index(self, chunks: Sequence[Chunk], ids: Sequence[str]) -> None:
+        body: list[dict[str, Any]] = []
+        for c, doc_id in zip(chunks, ids, strict=True):
+            body.append({"index": {"_index": self._index, "_id": doc_id}})
+            body.append(_chunk_source(c))
+        response = cast(
+            dict[str, Any],
+            self._client.bulk(body=body, request_timeout=self._write_timeout),
+        )
+        if response.get("errors"):
+            failed = [
+                item["index"] for item in response["items"] if "error" in item.get("index", {})
+            ]
+            first = failed[0]["error"] if failed else "unknown error"
+            raise OpenSearchWriteError(
+                f"OpenSearch rejected {len(failed)} of {len(chunks)} chunks; first: {first}"
+            )
+
+    def delete(self, tenant: str, document_id: str) -> int:
+        response = cast(
+            dict[str, Any],
+            self._client.delete_by_query(
+                index=self._index,
+                body={"query": {"bool": {"filter": _document_filter(tenant, document_id)}}},
+                conflicts="proceed",
+                refresh=True,
+                request_timeout=self._write_timeout,
+            ),
+        )
+        return int(response.get("deleted", 0))
+
+    def search(self, tenant: str, query: str, limit: int) -> list[Hit]:
+        if limit <= 0 or not query.strip():
+            return []
+        body = {
+            "size": limit,
+            "track_total_hits": False,
+            "_source": _SOURCE_FIELDS,
+            "query": {
+                "bool": {
+                    "must": [
+                        {
+                            "multi_match": {
+                                "query": query,
+                                "fields": list(_TEXT_FIELDS),
+                                "type": "most_fields",
+                            }
+                        }
+                    ],
+                    "filter": [{"term": {"tenant": tenant}}],
+                }
+            },
+        }
+        response = cast(dict[str, Any], self._client.search(index=self._index, body=body))
+        hits: list[Hit] = []
+        for h in response["hits"]["hits"]:
+            s = h["_source"]
+            hits.append(
+                Hit(
+                    Chunk(
+                        tenant=s["tenant"],
+                        chunk_id=s["chunk_id"],
+                        parent_id=s["parent_id"],
+                        document_id=s["document_id"],
+                        title=s.get("title") or "",
+                        text=s["text"],
+                        source_kind=int(s["source_kind"]),
+                        uri=s.get("uri") or "",
+                        generation=s["generation"],
+                    ),
+                    float(h["_score"]),
+                )
+            )
+        return hits
+
+    def inventory(self) -> list[StoredChunk]:
+        return [
+            StoredChunk(
+                s["tenant"],
+                s["document_id"],
+                s["chunk_id"],
+                s["generation"],
+                bool(s.get("published", True)),
+            )
+            for s in self._scan_sources(_INVENTORY_FIELDS)
+        ]
+
+    def _scan_sources(self, fields: list[str]) -> Iterator[dict[str, Any]]:
+        # Scroll in index order (no sorting, no scoring); the helper clears the scroll context.
+        hits = helpers.scan(
+            self._client,
+            index=self._index,
+            query={"query": {"match_all": {}}, "_source": fields},
+            size=_SCROLL_PAGE,
+            scroll="2m",
+            request_timeout=self._write_timeout,
+        )
+        for h in hits:
+            yield cast(dict[str, Any], h["_source"])
+
+    def count(self) -> int:
+        """Chunks held (all tenants)."""
+        response = cast(dict[str, Any], self._client.count(index=self._index))
+        return int(response["count"])
+
+    def close(self) -> None:
+        self._client.close()
+
+
+if TYPE_CHECKING:
+
+    def _satisfies_protocol(store: OpenSearchKeywordStore) -> KeywordStore:
+        return store

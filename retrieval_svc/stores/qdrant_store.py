@@ -1,0 +1,199 @@
+"""Dense arm on a Qdrant server via ``qdrant-client`` (gRPC preferred), cosine.
+
+Mirrors ``EdgeDenseStore`` and shares its point ids and payload layout (imported: one home).
+Chunks land ``staged``; ``publish`` flips one generation to ``published`` and drops the others.
+One deliberate difference: re-upserting a generation that is already published leaves it
+published (Edge flips it back to staged until the next ``publish``; see tests/stores).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+from qdrant_client import QdrantClient, models
+from qdrant_client.conversions.common_types import PointId
+
+from candor.settings import QdrantSettings
+from retrieval_svc.stores.base import Chunk, Hit, StoredChunk
+from retrieval_svc.stores.edge import PUBLISHED, _chunk, _payload, point_id
+
+_SCROLL_PAGE = 1000
+
+# Every field a filter uses gets an index; ``tenant`` is Qdrant's tenant-optimised keyword index.
+_PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType | models.KeywordIndexParams] = {
+    "tenant": models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True),
+    "document_id": models.PayloadSchemaType.KEYWORD,
+    "parent_id": models.PayloadSchemaType.KEYWORD,
+    "visibility": models.PayloadSchemaType.KEYWORD,
+    "generation": models.PayloadSchemaType.KEYWORD,
+    "source_kind": models.PayloadSchemaType.INTEGER,
+}
+
+
+class CollectionMismatch(RuntimeError):
+    """The collection exists but was built for different vectors than the embedder makes."""
+
+
+def _eq(key: str, value: str) -> models.FieldCondition:
+    return models.FieldCondition(key=key, match=models.MatchValue(value=value))
+
+
+class QdrantDenseStore:
+    def __init__(self, client: QdrantClient, collection: str, dim: int) -> None:
+        self._client = client
+        self._collection = collection
+        self._dim = dim
+        self._ensure_collection()
+
+    @classmethod
+    def from_settings(cls, settings: QdrantSettings, dim: int) -> QdrantDenseStore:
+        """Build the client from settings; the API key file is read once, here."""
+        api_key = settings.api_key
+        if settings.api_key_file:
+            api_key = Path(settings.api_key_file).read_text(encoding="utf-8").strip()
+        if settings.https and settings.url.startswith("http://"):
+            # qdrant-client lets the URL scheme win over https=True: refuse the silent downgrade.
+            raise ValueError(f"qdrant.https is true but qdrant.url is plain http: {settings.url}")
+        client = QdrantClient(
+            url=settings.url,
+            prefer_grpc=settings.prefer_grpc,
+            grpc_port=settings.grpc_port,
+            https=settings.https or None,
+            api_key=api_key or None,
+            timeout=max(1, math.ceil(settings.timeout_seconds)),
+        )
+        try:
+            return cls(client, settings.collection, dim)
+        except BaseException:
+            client.close()
+            raise
+
+    def _ensure_collection(self) -> None:
+        name = self._collection
+        if not self._client.collection_exists(name):
+            try:
+                self._client.create_collection(
+                    name,
+                    vectors_config=models.VectorParams(
+                        size=self._dim, distance=models.Distance.COSINE
+                    ),
+                )
+            except Exception:
+                # Another replica may have created it first; anything else is a real error.
+                if not self._client.collection_exists(name):
+                    raise
+        info = self._client.get_collection(name)
+        vectors = info.config.params.vectors
+        if not isinstance(vectors, models.VectorParams):
+            have = "named vectors " + ", ".join(sorted(vectors or {}))
+            raise CollectionMismatch(
+                f"Qdrant collection {name!r} has {have}, but candor needs one unnamed vector "
+                f"of size {self._dim} with cosine distance; use another collection name"
+            )
+        if vectors.size != self._dim or vectors.distance != models.Distance.COSINE:
+            raise CollectionMismatch(
+                f"Qdrant collection {name!r} has vectors of size {vectors.size} with "
+                f"{vectors.distance.value} distance, but the configured embedder needs size "
+                f"{self._dim} with Cosine distance; re-index into a new collection or configure "
+                "the original embedder"
+            )
+        existing = info.payload_schema or {}
+        for field, schema in _PAYLOAD_INDEXES.items():
+            if field not in existing:
+                self._client.create_payload_index(name, field, field_schema=schema)
+
+    def upsert(self, chunks: Sequence[Chunk], vectors: npt.NDArray[np.float32]) -> None:
+        points = [
+            models.PointStruct(
+                id=point_id(c.tenant, c.chunk_id, c.generation),
+                vector=[float(x) for x in v],
+                payload=_payload(c, published=False),
+            )
+            for c, v in zip(chunks, vectors, strict=True)
+        ]
+        if not points:
+            return
+        # A point already published is the same content (the id includes the generation):
+        # leave it published, so retrying an unchanged document never hides it.
+        self._client.upsert(
+            self._collection,
+            points=points,
+            wait=True,
+            update_filter=models.Filter(must_not=[_eq("visibility", PUBLISHED)]),
+        )
+
+    def publish(self, tenant: str, document_id: str, generation: str) -> None:
+        doc: list[models.Condition] = [_eq("tenant", tenant), _eq("document_id", document_id)]
+        # One request, applied in order: flip the generation, then drop every other one.
+        self._client.batch_update_points(
+            self._collection,
+            update_operations=[
+                models.SetPayloadOperation(
+                    set_payload=models.SetPayload(
+                        payload={"visibility": PUBLISHED},
+                        filter=models.Filter(must=[*doc, _eq("generation", generation)]),
+                    )
+                ),
+                models.DeleteOperation(
+                    delete=models.FilterSelector(
+                        filter=models.Filter(must=doc, must_not=[_eq("generation", generation)])
+                    )
+                ),
+            ],
+            wait=True,
+        )
+
+    def delete(self, tenant: str, document_id: str) -> int:
+        flt = models.Filter(must=[_eq("tenant", tenant), _eq("document_id", document_id)])
+        n = self._client.count(self._collection, count_filter=flt, exact=True).count
+        if n:
+            self._client.delete(
+                self._collection, points_selector=models.FilterSelector(filter=flt), wait=True
+            )
+        return int(n)
+
+    def search(
+        self, tenant: str, vector: npt.NDArray[np.float32], limit: int, include_unpublished: bool
+    ) -> list[Hit]:
+        if limit <= 0:
+            return []
+        must: list[models.Condition] = [_eq("tenant", tenant)]
+        if not include_unpublished:
+            must.append(_eq("visibility", PUBLISHED))
+        response = self._client.query_points(
+            self._collection,
+            query=[float(x) for x in vector],
+            query_filter=models.Filter(must=must),
+            limit=limit,
+            with_payload=True,
+        )
+        return [Hit(_chunk(p.payload or {}), float(p.score)) for p in response.points]
+
+    def inventory(self) -> list[StoredChunk]:
+        out: list[StoredChunk] = []
+        offset: PointId | None = None
+        while True:
+            records, next_offset = self._client.scroll(
+                self._collection, limit=_SCROLL_PAGE, offset=offset, with_payload=True
+            )
+            for r in records:
+                p = r.payload or {}
+                out.append(
+                    StoredChunk(
+                        str(p["tenant"]),
+                        str(p["document_id"]),
+                        str(p["chunk_id"]),
+                        str(p.get("generation", "")),
+                        p.get("visibility") == PUBLISHED,
+                    )
+                )
+            if next_offset is None:
+                return out
+            offset = next_offset
+
+    def close(self) -> None:
+        self._client.close()

@@ -1,0 +1,357 @@
+"""OpenSearchKeywordStore against a real OpenSearch 2.x node (see conftest.py)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import replace as dc_replace
+from pathlib import Path
+
+import pytest
+from opensearchpy import OpenSearch
+from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
+
+from candor.settings import OpenSearchSettings
+from retrieval_svc.stores import opensearch_store
+from retrieval_svc.stores.base import Chunk, KeywordStore, StoredChunk
+from retrieval_svc.stores.opensearch_store import (
+    OpenSearchKeywordStore,
+    OpenSearchMappingError,
+    chunk_doc_id,
+)
+
+from .conftest import OpenSearchNode
+
+StoreFactory = Callable[..., OpenSearchKeywordStore]
+
+
+def chunk(
+    tenant: str,
+    document_id: str,
+    n: int,
+    text: str,
+    *,
+    title: str = "",
+    generation: str = "g1",
+    parent: int = 0,
+) -> Chunk:
+    return Chunk(
+        tenant=tenant,
+        chunk_id=f"{document_id}#p{parent}c{n}",
+        parent_id=f"{document_id}#p{parent}",
+        document_id=document_id,
+        title=title,
+        text=text,
+        source_kind=1,
+        uri=f"kb://{document_id}",
+        generation=generation,
+    )
+
+
+REFUNDS = "You can void an unused shipping label within 30 days of buying it for a refund."
+TWO_FACTOR = "Turn on two-factor authentication under Settings, then Security."
+WEBHOOKS = "Webhook deliveries are retried with exponential backoff for up to 24 hours."
+
+
+@pytest.fixture
+def client(opensearch_url: str) -> Iterator[OpenSearch]:
+    c = OpenSearch(hosts=[opensearch_url], timeout=30)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def index_name(client: OpenSearch) -> Iterator[str]:
+    name = f"candor-it-{uuid.uuid4().hex[:12]}"
+    yield name
+    client.indices.delete(index=name, ignore_unavailable=True)
+
+
+@pytest.fixture
+def make_store(opensearch_url: str, index_name: str) -> Iterator[StoreFactory]:
+    opened: list[OpenSearchKeywordStore] = []
+
+    def make(**overrides: object) -> OpenSearchKeywordStore:
+        settings = OpenSearchSettings(hosts=(opensearch_url,), index=index_name, timeout_seconds=10)
+        store = OpenSearchKeywordStore(dc_replace(settings, **overrides))
+        opened.append(store)
+        return store
+
+    yield make
+    for s in opened:
+        s.close()
+
+
+@pytest.fixture
+def store(make_store: StoreFactory) -> OpenSearchKeywordStore:
+    return make_store()
+
+
+def inventory_set(store: OpenSearchKeywordStore) -> set[StoredChunk]:
+    return set(store.inventory())
+
+
+# --- the index --------------------------------------------------------------------------------
+
+
+def test_creates_the_index_with_the_explicit_mapping(
+    store: OpenSearchKeywordStore, client: OpenSearch, index_name: str
+) -> None:
+    body = client.indices.get_mapping(index=index_name)[index_name]["mappings"]
+    props = body["properties"]
+    assert body["dynamic"] == "strict"
+    for name in ("title", "text"):
+        assert props[name] == {"type": "text", "analyzer": "english"}
+    for name in ("tenant", "document_id", "parent_id", "chunk_id", "generation", "uri"):
+        assert props[name] == {"type": "keyword"}
+    assert props["source_kind"] == {"type": "integer"}
+    assert props["published"] == {"type": "boolean"}
+    settings = client.indices.get_settings(index=index_name)[index_name]["settings"]["index"]
+    assert settings["number_of_shards"] == "1"
+
+
+def test_reopening_an_index_it_created_is_fine(make_store: StoreFactory) -> None:
+    first = make_store()
+    first.replace("t1", "refunds", [chunk("t1", "refunds", 0, REFUNDS)])
+    second = make_store()
+    assert [h.chunk.document_id for h in second.search("t1", "refund", 5)] == ["refunds"]
+
+
+def test_an_incompatible_existing_mapping_is_refused_naming_the_fields(
+    make_store: StoreFactory, client: OpenSearch, index_name: str
+) -> None:
+    client.indices.create(
+        index=index_name,
+        body={
+            "mappings": {
+                "properties": {
+                    "tenant": {"type": "text"},  # analysed: "Acme" would match "acme corp"
+                    "title": {"type": "text"},  # standard analyzer: no stemming
+                    "text": {"type": "text", "analyzer": "english"},
+                    "source_kind": {"type": "keyword"},
+                }
+            }
+        },
+    )
+    with pytest.raises(OpenSearchMappingError) as err:
+        make_store()
+    message = str(err.value)
+    assert index_name in message
+    assert "tenant: expected keyword, found text (analyzer=standard)" in message
+    assert "title: expected text (analyzer=english), found text (analyzer=standard)" in message
+    assert "source_kind: expected integer, found keyword" in message
+    assert "document_id: expected keyword, found missing" in message
+    assert "text:" not in message.replace("found text", "")
+
+
+# --- search -----------------------------------------------------------------------------------
+
+
+def test_replace_then_search_returns_the_chunk_with_a_positive_bm25_score(
+    store: OpenSearchKeywordStore,
+) -> None:
+    refunds = chunk("t1", "refunds", 0, REFUNDS, title="Refunds for Unused Labels")
+    store.replace("t1", "refunds", [refunds])
+    store.replace("t1", "2fa", [chunk("t1", "2fa", 0, TWO_FACTOR, title="Two-factor")])
+    store.replace("t1", "hooks", [chunk("t1", "hooks", 0, WEBHOOKS, title="Webhooks")])
+
+    hits = store.search("t1", "How do I get a refund for labels I didn't use?", 10)
+
+    assert hits[0].chunk == refunds  # every field round-trips
+    assert hits[0].score > 0
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    # English stemming on both fields: "refunded" matches "refund", "labelling" matches "label".
+    assert store.search("t1", "refunded labelling", 10)[0].chunk.document_id == "refunds"
+
+
+def test_query_text_is_never_parsed_as_query_syntax(store: OpenSearchKeywordStore) -> None:
+    store.replace("t1", "refunds", [chunk("t1", "refunds", 0, REFUNDS)])
+    for query in ('refund AND (label OR "void"', "title:refund^9 NOT label*", "a/b\\c {}[]~!"):
+        store.search("t1", query, 5)  # no parse error
+    assert store.search("t1", '"refund" AND', 5)[0].chunk.document_id == "refunds"
+    assert store.search("t1", "   ", 5) == []
+    assert store.search("t1", "the and of", 5) == []  # english stopwords only
+    assert store.search("t1", "refund", 0) == []
+
+
+def test_limit_bounds_the_hits(store: OpenSearchKeywordStore) -> None:
+    chunks = [chunk("t1", "labels", i, f"label number {i} " + REFUNDS) for i in range(6)]
+    store.replace("t1", "labels", chunks)
+    assert len(store.search("t1", "label", 4)) == 4
+    assert len(store.search("t1", "label", 50)) == 6
+
+
+def test_the_score_is_raw_bm25_and_the_tenant_filter_adds_nothing(
+    store: OpenSearchKeywordStore, client: OpenSearch, index_name: str
+) -> None:
+    for tenant in ("acme", "globex"):
+        store.replace(tenant, "refunds", [chunk(tenant, "refunds", 0, REFUNDS, title="Refunds")])
+        store.replace(tenant, "2fa", [chunk(tenant, "2fa", 0, TWO_FACTOR, title="Security")])
+    query = "refund for an unused label"
+
+    acme = store.search("acme", query, 10)
+    globex = store.search("globex", query, 10)
+
+    # The same document in two tenants scores the same in each ...
+    assert [h.chunk.document_id for h in acme] == [h.chunk.document_id for h in globex]
+    assert [h.score for h in acme] == pytest.approx([h.score for h in globex], rel=1e-6)
+    # ... and exactly what the text query alone scores it with no tenant clause at all.
+    unfiltered = client.search(
+        index=index_name,
+        body={
+            "query": {
+                "multi_match": {"query": query, "fields": ["title", "text"], "type": "most_fields"}
+            }
+        },
+    )["hits"]["hits"]
+    by_id = {h["_id"]: h["_score"] for h in unfiltered}
+    for hit in acme:
+        assert hit.score == pytest.approx(by_id[chunk_doc_id("acme", hit.chunk.chunk_id)])
+
+
+def test_scores_sum_over_title_and_text(store: OpenSearchKeywordStore) -> None:
+    in_text = chunk("t1", "a", 0, "refund policy details", title="Policies")
+    in_both = chunk("t1", "b", 0, "refund policy details", title="Refund")
+    store.replace("t1", "a", [in_text])
+    store.replace("t1", "b", [in_both])
+    hits = {h.chunk.document_id: h.score for h in store.search("t1", "refund", 5)}
+    assert hits["b"] > hits["a"] > 0  # most_fields: a title match adds to the text match
+
+
+# --- tenancy ----------------------------------------------------------------------------------
+
+
+def test_tenants_are_isolated(store: OpenSearchKeywordStore) -> None:
+    store.replace("acme", "refunds", [chunk("acme", "refunds", 0, REFUNDS)])
+    store.replace("globex", "hooks", [chunk("globex", "hooks", 0, WEBHOOKS)])
+    # Same document id in another tenant is another document.
+    store.replace("globex", "refunds", [chunk("globex", "refunds", 0, TWO_FACTOR)])
+
+    assert [h.chunk.tenant for h in store.search("acme", "refund webhook", 10)] == ["acme"]
+    assert {h.chunk.document_id for h in store.search("globex", "refund webhook", 10)} == {"hooks"}
+    assert store.search("initech", "refund webhook", 10) == []
+    assert store.search("ACME", "refund", 10) == []  # tenant is an exact keyword
+
+    assert store.delete("globex", "refunds") == 1
+    assert [h.chunk.tenant for h in store.search("acme", "refund", 10)] == ["acme"]
+
+
+# --- writes -----------------------------------------------------------------------------------
+
+
+def test_replace_with_new_chunks_leaves_no_orphans(store: OpenSearchKeywordStore) -> None:
+    v1 = [
+        chunk("t1", "guide", 0, "Old intro about parcels.", generation="v1"),
+        chunk("t1", "guide", 1, "Old section about pallets.", generation="v1"),
+        chunk("t1", "guide", 2, "Old section about freight.", generation="v1", parent=1),
+    ]
+    store.replace("t1", "guide", v1)
+    store.replace("t1", "other", [chunk("t1", "other", 0, "Pallets elsewhere.")])
+    assert len(store.search("t1", "pallets", 10)) == 2
+
+    v2 = [chunk("t1", "guide", 0, "New intro about envelopes.", generation="v2")]
+    store.replace("t1", "guide", v2)
+
+    assert {c for c in inventory_set(store) if c.document_id == "guide"} == {
+        StoredChunk("t1", "guide", "guide#p0c0", "v2", True)
+    }
+    assert [h.chunk.document_id for h in store.search("t1", "pallets freight", 10)] == ["other"]
+    assert store.search("t1", "envelopes", 10)[0].chunk == v2[0]
+
+
+def test_replace_with_no_chunks_empties_the_document(store: OpenSearchKeywordStore) -> None:
+    store.replace("t1", "guide", [chunk("t1", "guide", i, REFUNDS) for i in range(3)])
+    store.replace("t1", "guide", [])
+    assert store.inventory() == []
+
+
+def test_a_retried_replace_is_idempotent(store: OpenSearchKeywordStore) -> None:
+    chunks = [chunk("t1", "refunds", i, f"{REFUNDS} part {i}") for i in range(3)]
+    store.replace("t1", "refunds", chunks)
+    before = inventory_set(store)
+    store.replace("t1", "refunds", chunks)
+    store.replace("t1", "refunds", chunks)
+
+    assert inventory_set(store) == before
+    assert len(store.inventory()) == 3
+    hits = store.search("t1", "refund", 10)
+    assert sorted(h.chunk.chunk_id for h in hits) == sorted(c.chunk_id for c in chunks)
+
+
+def test_replace_refuses_chunks_of_another_document(store: OpenSearchKeywordStore) -> None:
+    with pytest.raises(ValueError, match="belongs to"):
+        store.replace("t1", "refunds", [chunk("t2", "refunds", 0, REFUNDS)])
+    assert store.inventory() == []
+
+
+def test_delete_returns_how_many_chunks_went(store: OpenSearchKeywordStore) -> None:
+    store.replace("t1", "refunds", [chunk("t1", "refunds", i, REFUNDS) for i in range(3)])
+    store.replace("t1", "hooks", [chunk("t1", "hooks", 0, WEBHOOKS)])
+
+    assert store.delete("t1", "refunds") == 3
+    assert store.delete("t1", "refunds") == 0
+    assert store.delete("t1", "never-written") == 0
+    assert store.search("t1", "refund", 10) == []
+    assert [c.document_id for c in store.inventory()] == ["hooks"]
+
+
+def test_inventory_lists_every_chunk_of_every_tenant_across_scroll_pages(
+    store: OpenSearchKeywordStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(opensearch_store, "_SCROLL_PAGE", 2)
+    expected = set()
+    for tenant in ("acme", "globex"):
+        for doc in ("a", "b"):
+            chunks = [chunk(tenant, doc, i, WEBHOOKS, generation=f"{doc}1") for i in range(2)]
+            store.replace(tenant, doc, chunks)
+            expected |= {StoredChunk(tenant, doc, c.chunk_id, f"{doc}1", True) for c in chunks}
+
+    listed = store.inventory()
+    assert len(listed) == 8
+    assert set(listed) == expected
+    assert store.count() == 8
+
+
+def test_satisfies_the_keyword_store_protocol(store: OpenSearchKeywordStore) -> None:
+    typed: KeywordStore = store
+    assert typed.search("t1", "anything", 3) == []
+
+
+# --- settings ---------------------------------------------------------------------------------
+
+
+def test_password_file_wins_over_password(tmp_path: Path) -> None:
+    secret = tmp_path / "password"
+    secret.write_text("s3cret\n", encoding="utf-8")
+    settings = OpenSearchSettings(username="candor", password="ignored", password_file=str(secret))
+    assert opensearch_store._http_auth(settings) == ("candor", "s3cret")
+    assert opensearch_store._http_auth(OpenSearchSettings()) is None
+
+
+# --- the node going away ------------------------------------------------------------------------
+
+
+def test_search_raises_once_the_node_is_stopped(
+    opensearch_node_factory: Callable[[], OpenSearchNode],
+) -> None:
+    # A node of its own: stopping it must not take the shared session node down.
+    node = opensearch_node_factory()
+    store = OpenSearchKeywordStore(
+        OpenSearchSettings(hosts=(node.url,), index="candor-doomed", timeout_seconds=2)
+    )
+    try:
+        store.replace("t1", "refunds", [chunk("t1", "refunds", 0, REFUNDS)])
+        assert store.search("t1", "refund", 5)
+
+        node.stop()
+
+        started = time.monotonic()
+        with pytest.raises(OpenSearchConnectionError):
+            store.search("t1", "refund", 5)
+        # Connection refused is reported at once, well inside the arm's deadline.
+        assert time.monotonic() - started < 2.0
+        with pytest.raises(OpenSearchConnectionError):
+            store.replace("t1", "refunds", [chunk("t1", "refunds", 0, REFUNDS)])
+    finally:
+        store.close()

@@ -1,0 +1,118 @@
+"""generator_svc.llm.extractive: the offline answerer quotes evidence sentences faithfully."""
+
+from __future__ import annotations
+
+from generator_svc.citations import verify_citations
+from generator_svc.llm.base import Draft, EvidenceItem, GenerationInput
+from generator_svc.llm.extractive import CAVEAT, CLARIFY, ExtractiveBackend
+
+REFUNDS = EvidenceItem(
+    "refunds#p2c0",
+    "Refunds for Unused Labels",
+    "When the money comes back\n\n"
+    "Parcelio asks the carrier to confirm that the label was not used. Once the carrier "
+    "confirms, the postage is credited back to your **shipping balance**. Most refunds complete "
+    "within 5 business days. Kestrel Express refunds can take up to 21 days.",
+)
+VOIDING = EvidenceItem(
+    "refunds#p1c0",
+    "Refunds for Unused Labels",
+    "How to void a label\n\n"
+    "1. Go to **Shipments** and find the label you want to void.\n"
+    "2. Click **More > Void label** to void the label.\n"
+    "3. Confirm the number of labels and the total amount to be refunded.",
+)
+
+
+def gen(query: str, *evidence: EvidenceItem, tier: str = "confident", **kw: object):
+    return GenerationInput(query, tuple(evidence), "en", tier, **kw)  # type: ignore[arg-type]
+
+
+async def run(inp: GenerationInput, max_sentences: int = 3) -> tuple[list[str], Draft]:
+    events = [e async for e in ExtractiveBackend(max_sentences).stream(inp)]
+    *deltas, draft = events
+    assert isinstance(draft, Draft)
+    assert all(isinstance(d, str) for d in deltas)
+    return deltas, draft  # type: ignore[return-value]
+
+
+async def test_stream_yields_deltas_then_one_draft_with_holding_citations() -> None:
+    query = "How do I void a label?"
+    deltas, draft = await run(gen(query, VOIDING, REFUNDS))
+    assert deltas
+    assert "".join(deltas) == draft.text
+    assert not draft.is_clarification
+    assert draft.citations
+    assert len(draft.citations) <= 3
+    assert draft.citations[0].chunk_id == VOIDING.chunk_id
+    evidence = {e.chunk_id: e.text for e in (VOIDING, REFUNDS)}
+    checks = verify_citations(draft.citations, evidence)
+    assert all(c.verified for c in checks), checks
+    # each cited sentence is marked with its 1-based evidence number
+    assert "[1]" in draft.text
+    assert "**" not in draft.text
+    assert draft.input_tokens == 6 + len(VOIDING.text.split()) + len(REFUNDS.text.split())
+    assert draft.output_tokens == len(draft.text.split())
+
+
+async def test_every_quote_holds_for_a_multi_evidence_answer() -> None:
+    _, draft = await run(gen("refunds shipping balance carrier label", REFUNDS, VOIDING), 5)
+    assert len(draft.citations) >= 2
+    evidence = {e.chunk_id: e.text for e in (VOIDING, REFUNDS)}
+    assert all(c.verified for c in verify_citations(draft.citations, evidence))
+
+
+async def test_how_long_prefers_the_sentence_with_a_duration() -> None:
+    words_only = EvidenceItem(
+        "a#p0c0", "Refunds", "Refunds are reviewed by our friendly team. Refunds are great."
+    )
+    duration = EvidenceItem("b#p0c0", "Refunds", "Refunds are paid out within 5 business days.")
+    _, draft = await run(gen("How long do refunds take?", words_only, duration), max_sentences=1)
+    assert [c.chunk_id for c in draft.citations] == ["b#p0c0"]
+    assert draft.text == "Refunds are paid out within 5 business days. [2]"
+
+
+async def test_without_duration_question_the_higher_ranked_evidence_wins_ties() -> None:
+    a = EvidenceItem("a#p0c0", "Refunds", "Refunds are reviewed by our friendly team.")
+    b = EvidenceItem("b#p0c0", "Refunds", "Refunds are paid out within 5 business days.")
+    _, draft = await run(gen("Tell me about refunds.", a, b), max_sentences=1)
+    assert [c.chunk_id for c in draft.citations] == ["a#p0c0"]
+
+
+async def test_uncertain_tier_starts_with_the_caveat() -> None:
+    deltas, draft = await run(gen("How do I void a label?", VOIDING, tier="uncertain"))
+    assert deltas[0] == CAVEAT
+    assert draft.text.startswith(CAVEAT)
+    assert all(c.quote not in CAVEAT for c in draft.citations)
+
+
+async def test_confident_tier_has_no_caveat() -> None:
+    _, draft = await run(gen("How do I void a label?", VOIDING))
+    assert not draft.text.startswith(CAVEAT)
+
+
+async def test_no_overlapping_terms_asks_for_clarification() -> None:
+    deltas, draft = await run(gen("Is there a dark mode for the mobile app?", VOIDING, REFUNDS))
+    assert deltas == [CLARIFY]
+    assert draft.text == CLARIFY
+    assert draft.is_clarification is True
+    assert draft.citations == ()
+
+
+async def test_clarify_only_never_quotes_evidence() -> None:
+    _, draft = await run(gen("How do I void a label?", VOIDING, clarify_only=True))
+    assert draft.is_clarification is True
+    assert draft.citations == ()
+
+
+async def test_no_evidence_asks_for_clarification() -> None:
+    _, draft = await run(gen("How do I void a label?"))
+    assert draft.is_clarification is True
+    assert draft.citations == ()
+
+
+def test_select_skips_headings_and_respects_max_sentences() -> None:
+    picked = ExtractiveBackend(max_sentences=2).select(gen("void label shipments", VOIDING))
+    assert len(picked) == 2
+    assert all(ei == 0 for ei, _ in picked)
+    assert "How to void a label" not in [s for _, s in picked]

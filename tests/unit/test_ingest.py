@@ -1,0 +1,153 @@
+"""retrieval_svc.ingest: markdown sections, deterministic overlapping chunks, generation hashes."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+from retrieval_svc.ingest import (
+    SourceDocument,
+    chunk_document,
+    embedding_text,
+    generation_of,
+    sections,
+)
+
+
+def doc(text: str, **kw: object) -> SourceDocument:
+    base: dict[str, object] = {
+        "tenant": "acme",
+        "document_id": "refunds",
+        "title": "Refunds",
+        "text": text,
+        "source_kind": 1,
+    }
+    base.update(kw)
+    return SourceDocument(**base)  # type: ignore[arg-type]
+
+
+def numbered(n: int) -> str:
+    return " ".join(f"w{i}" for i in range(n))
+
+
+# --- sections ------------------------------------------------------------------------------
+
+
+def test_sections_split_on_headings_with_preamble_untitled() -> None:
+    text = "Intro line.\n\n# First\nbody one\n\n## Second ##\nbody two\n# Empty\n"
+    assert sections(text) == [
+        ("", "Intro line."),
+        ("First", "body one"),
+        ("Second", "body two"),
+    ]
+
+
+def test_sections_without_headings_is_one_untitled_section() -> None:
+    assert sections("just text\nmore text") == [("", "just text\nmore text")]
+
+
+def test_sections_of_blank_text_is_empty() -> None:
+    assert sections("  \n\n ") == []
+
+
+def test_sections_ignore_hash_without_space() -> None:
+    assert sections("#hashtag is not a heading") == [("", "#hashtag is not a heading")]
+
+
+# --- chunk_document --------------------------------------------------------------------------
+
+
+def test_short_section_is_one_chunk_with_deterministic_ids() -> None:
+    chunks = chunk_document(doc("# Limits\nYou can void within 30 days."), 60, 15)
+    assert len(chunks) == 1
+    c = chunks[0]
+    assert c.chunk_id == "refunds#p0c0"
+    assert c.parent_id == "refunds#p0"
+    assert c.document_id == "refunds"
+    assert c.tenant == "acme"
+    assert c.title == "Refunds"
+    assert c.text == "Limits\n\nYou can void within 30 days."
+
+
+def test_long_section_windows_overlap_by_the_configured_words() -> None:
+    chunks = chunk_document(doc(numbered(25)), chunk_words=10, overlap_words=3)
+    # step 7: windows start at 0, 7, 14, 21
+    assert [c.chunk_id for c in chunks] == [f"refunds#p0c{i}" for i in range(4)]
+    assert {c.parent_id for c in chunks} == {"refunds#p0"}
+    windows = [c.text.split() for c in chunks]
+    assert windows[0] == [f"w{i}" for i in range(10)]
+    assert windows[1] == [f"w{i}" for i in range(7, 17)]
+    assert windows[3] == [f"w{i}" for i in range(21, 25)]
+    for prev, nxt in itertools.pairwise(windows):
+        assert prev[-3:] == nxt[:3]
+    # every word is covered
+    assert {w for win in windows for w in win} == {f"w{i}" for i in range(25)}
+
+
+def test_each_section_is_its_own_parent() -> None:
+    chunks = chunk_document(doc("Preamble.\n# A\nalpha text\n# B\nbeta text"), 60, 15)
+    assert [(c.chunk_id, c.parent_id) for c in chunks] == [
+        ("refunds#p0c0", "refunds#p0"),
+        ("refunds#p1c0", "refunds#p1"),
+        ("refunds#p2c0", "refunds#p2"),
+    ]
+    assert [c.text for c in chunks] == ["Preamble.", "A\n\nalpha text", "B\n\nbeta text"]
+
+
+def test_heading_prefixes_every_window_of_its_section() -> None:
+    chunks = chunk_document(doc("# Head\n" + numbered(20)), chunk_words=8, overlap_words=2)
+    assert len(chunks) > 1
+    assert all(c.text.startswith("Head\n\n") for c in chunks)
+
+
+def test_list_line_breaks_survive_chunking() -> None:
+    chunks = chunk_document(doc("- first item\n- second item"), 60, 15)
+    assert chunks[0].text == "- first item\n- second item"
+
+
+def test_chunking_is_deterministic() -> None:
+    d = doc("# A\n" + numbered(40))
+    assert chunk_document(d, 10, 3) == chunk_document(d, 10, 3)
+
+
+def test_curated_answer_is_one_chunk_with_question_and_answer() -> None:
+    d = doc(
+        numbered(200),
+        document_id="faq-7",
+        question="How long do refunds take?",
+        source_kind=2,
+    )
+    chunks = chunk_document(d, chunk_words=10, overlap_words=3)
+    assert len(chunks) == 1
+    assert chunks[0].chunk_id == "faq-7#p0c0"
+    assert chunks[0].parent_id == "faq-7#p0"
+    assert chunks[0].text == "How long do refunds take?\n" + numbered(200)
+    assert chunks[0].source_kind == 2
+
+
+def test_generation_changes_when_text_changes_and_is_shared_by_all_chunks() -> None:
+    d1 = doc("# A\n" + numbered(30))
+    d2 = dataclasses.replace(d1, text="# A\n" + numbered(31))
+    c1, c2 = chunk_document(d1, 10, 3), chunk_document(d2, 10, 3)
+    assert {c.generation for c in c1} == {generation_of(d1)}
+    assert {c.generation for c in c2} == {generation_of(d2)}
+    assert generation_of(d1) != generation_of(d2)
+    assert generation_of(d1) == generation_of(dataclasses.replace(d1))
+    assert len(generation_of(d1)) == 16
+
+
+def test_generation_changes_with_title_or_question() -> None:
+    d = doc("text")
+    assert generation_of(d) != generation_of(dataclasses.replace(d, title="Other"))
+    assert generation_of(d) != generation_of(dataclasses.replace(d, question="Q?"))
+
+
+def test_embedding_text_prefixes_the_title() -> None:
+    with_title = chunk_document(doc("Void within 30 days."), 60, 15)[0]
+    assert embedding_text(with_title) == "Refunds\nVoid within 30 days."
+    untitled = chunk_document(doc("Void within 30 days.", title=""), 60, 15)[0]
+    assert embedding_text(untitled) == "Void within 30 days."
+
+
+def test_generation_fields_cannot_run_into_each_other() -> None:
+    assert generation_of(doc("c", title="ab")) != generation_of(doc("bc", title="a"))

@@ -1,0 +1,360 @@
+"""gate_svc.signals and gate_svc.policy: seed 000 decisions, bands, and config validation."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gate_svc.policy import (
+    CLARIFY,
+    CONFIDENT,
+    DEFAULT_POLICY_PATH,
+    NO_MATCH,
+    PASS,
+    REFUSE,
+    UNCERTAIN,
+    PolicyConfig,
+    PolicyError,
+    Seed000Config,
+    TierBounds,
+    decide,
+    display_confidence,
+    load_policy,
+    parse_policy,
+)
+from gate_svc.signals import CandidateView, compute_signals, distance_confidence
+
+CURATED, ARTICLE = 2, 1
+CONFIG = PolicyConfig(version="test-1")
+
+
+def cand(
+    n: int,
+    cosine: float | None,
+    *,
+    bm25: float | None = None,
+    fused: float = 0.0,
+    in_both: bool = False,
+    kind: int = ARTICLE,
+) -> CandidateView:
+    return CandidateView(
+        chunk_id=f"d{n}#p0c0",
+        parent_id=f"d{n}#p0",
+        document_id=f"d{n}",
+        title=f"Doc {n}",
+        text=f"text {n}",
+        source_kind=kind,
+        cosine=cosine,
+        bm25=bm25,
+        fused_score=fused,
+        fused_rank=n,
+        in_both=in_both,
+    )
+
+
+def ids(decision) -> list[str]:
+    return [c.chunk_id for c in decision.evidence]
+
+
+# --- signals ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cosine", "expected"),
+    [
+        (1.0, 100.0),
+        (0.675, 50.0),  # distance 0.325 is half of 0.65
+        (0.35, 0.0),  # distance exactly 0.65
+        (0.2, 0.0),  # beyond max distance clamps at 0
+        (-1.0, 0.0),
+        (None, 0.0),
+    ],
+)
+def test_distance_confidence(cosine: float | None, expected: float) -> None:
+    assert distance_confidence(cosine, 0.65) == pytest.approx(expected)
+
+
+def test_distance_confidence_respects_max_distance() -> None:
+    assert distance_confidence(0.5, 1.0) == pytest.approx(50.0)
+
+
+def test_compute_signals_on_hand_made_candidates() -> None:
+    cands = [
+        cand(1, 0.9, fused=0.03, in_both=True),
+        cand(2, 0.8, bm25=5.0, fused=0.015),
+        cand(3, None, bm25=8.0, fused=0.01, kind=CURATED),
+        cand(4, 0.4, bm25=1.0, fused=0.005, in_both=True),
+    ]
+    s = compute_signals(cands, 0.65, top_k=3)
+    assert s == pytest.approx(
+        {
+            "hits": 4.0,
+            "top_cosine": 0.9,
+            "top_distance_confidence": (1 - 0.1 / 0.65) * 100,  # 84.615...
+            "top_bm25": 8.0,
+            "top_rrf": 0.03,
+            "rrf_ratio": 2.0,
+            "cosine_ratio": 0.9 / 0.8,
+            "top_in_both": 1.0,
+            "in_both_top_k": 1.0,  # candidate 4 is in both but outside top_k=3
+            "curated_hits": 1.0,
+        }
+    )
+
+
+def test_compute_signals_with_no_candidates_is_all_zero() -> None:
+    s = compute_signals([], 0.65)
+    assert s["hits"] == 0.0
+    assert all(v == 0.0 for v in s.values())
+
+
+def test_compute_signals_lone_candidate_is_an_unambiguous_winner() -> None:
+    s = compute_signals([cand(1, 0.7, fused=0.016)], 0.65)
+    assert s["rrf_ratio"] == 10.0
+    assert s["cosine_ratio"] == 10.0
+    assert s["top_in_both"] == 0.0
+
+
+def test_compute_signals_ratio_is_capped() -> None:
+    s = compute_signals([cand(1, 0.9, fused=1.0), cand(2, 0.01, fused=0.001)], 0.65)
+    assert s["rrf_ratio"] == 10.0
+    assert s["cosine_ratio"] == 10.0
+
+
+# --- seed000 decisions -------------------------------------------------------------------------
+
+
+def test_no_candidates_refuses_no_hits() -> None:
+    d = decide([], CONFIG)
+    assert (d.outcome, d.reason, d.tier) == (REFUSE, "no_hits", NO_MATCH)
+    assert d.evidence == ()
+    assert d.confidence == 0.0
+    assert d.display_confidence == 5
+    assert d.policy_version == "test-1"
+    assert d.policy_name == "seed000"
+
+
+def test_no_candidates_clarifies_when_configured() -> None:
+    d = decide([], dataclasses.replace(CONFIG, clarify_on_no_hits=True))
+    assert (d.outcome, d.reason, d.tier) == (CLARIFY, "no_hits", NO_MATCH)
+    assert d.evidence == ()
+
+
+def test_all_below_floor_refuses() -> None:
+    # cosine 0.5 -> distance 0.5 -> 23.1 < floor 25
+    d = decide([cand(1, 0.5), cand(2, 0.45), cand(3, None)], CONFIG)
+    assert (d.outcome, d.reason, d.tier) == (REFUSE, "below_floor", NO_MATCH)
+    assert d.confidence == pytest.approx(1 - 0.5 / 0.65)
+    assert d.evidence == ()
+    assert d.signals["admitted_chunks"] == 0.0
+    assert d.thresholds == {"chunk_floor": 25.0, "answer_gate": 40.0, "max_distance": 0.65}
+
+
+def test_admitted_but_average_below_gate_refuses_low_confidence() -> None:
+    # 0.55 -> 30.77, 0.6 -> 38.46: both admitted, average 34.6 < 40
+    d = decide([cand(1, 0.6), cand(2, 0.55)], CONFIG)
+    assert (d.outcome, d.reason, d.tier) == (REFUSE, "low_confidence", NO_MATCH)
+    expected_avg = (100 * (1 - 0.4 / 0.65) + 100 * (1 - 0.45 / 0.65)) / 2
+    assert d.signals["average_admitted_confidence"] == pytest.approx(expected_avg)
+    assert d.signals["admitted_chunks"] == 2.0
+    assert d.confidence == pytest.approx(expected_avg / 100)
+    assert d.evidence == ()
+    assert 5 <= d.display_confidence <= 10
+
+
+def test_clear_pass_is_confident() -> None:
+    # 0.95 -> 92.31, 0.9 -> 84.62: average 88.46 -> 0.8846 >= 0.75
+    d = decide([cand(1, 0.95), cand(2, 0.9)], CONFIG)
+    assert (d.outcome, d.reason, d.tier) == (PASS, "passed", CONFIDENT)
+    assert d.confidence == pytest.approx(1 - 0.075 / 0.65)
+    # 70 + (0.8846 - 0.75) / 0.25 * 30 = 86.15
+    assert d.display_confidence == 86
+    assert ids(d) == ["d1#p0c0", "d2#p0c0"]
+
+
+def test_moderate_pass_is_uncertain() -> None:
+    # 0.75 -> 61.54, 0.7 -> 53.85: average 57.69 -> 0.5769 < 0.75
+    d = decide([cand(1, 0.75), cand(2, 0.7)], CONFIG)
+    assert (d.outcome, d.tier) == (PASS, UNCERTAIN)
+    assert d.confidence == pytest.approx(1 - 0.275 / 0.65)
+    # 20 + 0.5769 / 0.75 * 30 = 43.08
+    assert d.display_confidence == 43
+
+
+def test_tier_follows_configured_bounds() -> None:
+    strict = dataclasses.replace(CONFIG, tiers=TierBounds(confident=0.95, uncertain=0.5))
+    d = decide([cand(1, 0.95), cand(2, 0.9)], strict)
+    assert (d.outcome, d.tier) == (PASS, UNCERTAIN)
+
+
+def test_evidence_is_only_admitted_chunks_in_rank_order() -> None:
+    d = decide([cand(1, 0.95), cand(2, 0.4), cand(3, 0.9), cand(4, None)], CONFIG)
+    assert d.outcome == PASS
+    assert ids(d) == ["d1#p0c0", "d3#p0c0"]
+    assert d.signals["admitted_chunks"] == 2.0
+
+
+def test_evidence_is_capped_at_max_evidence() -> None:
+    config = dataclasses.replace(CONFIG, max_evidence=3)
+    d = decide([cand(i, 0.95) for i in range(1, 8)], config)
+    assert ids(d) == ["d1#p0c0", "d2#p0c0", "d3#p0c0"]
+    assert d.signals["admitted_chunks"] == 7.0
+
+
+def test_curated_answer_passes_and_ranks_first_even_with_low_cosine() -> None:
+    cands = [cand(1, 0.92), cand(2, 0.3), cand(3, 0.2, kind=CURATED), cand(4, 0.9)]
+    d = decide(cands, CONFIG)
+    assert (d.outcome, d.reason, d.tier) == (PASS, "curated_answer", CONFIDENT)
+    assert d.display_confidence == 100
+    assert ids(d) == ["d3#p0c0", "d1#p0c0", "d4#p0c0"]
+    assert d.signals["curated_hits"] == 1.0
+
+
+def test_curated_answer_alone_with_no_dense_score_passes() -> None:
+    d = decide([cand(1, None, bm25=3.0, kind=CURATED)], CONFIG)
+    assert (d.outcome, d.reason) == (PASS, "curated_answer")
+    assert ids(d) == ["d1#p0c0"]
+
+
+def test_custom_floor_and_gate_change_the_decision() -> None:
+    lenient = dataclasses.replace(
+        CONFIG, seed000=Seed000Config(max_distance=0.65, chunk_floor=10, answer_gate=20)
+    )
+    cands = [cand(1, 0.5)]  # 23.1: below the default floor, above the lenient one
+    assert decide(cands, CONFIG).reason == "below_floor"
+    assert decide(cands, lenient).outcome == PASS
+
+
+def test_floor_and_gate_are_inclusive() -> None:
+    # max_distance 0.5, cosine 0.625: distance 0.375 -> exactly 25.0 (binary-exact values)
+    exact = dataclasses.replace(
+        CONFIG, seed000=Seed000Config(max_distance=0.5, chunk_floor=25, answer_gate=25)
+    )
+    d = decide([cand(1, 0.625)], exact)
+    assert d.signals["average_admitted_confidence"] == 25.0
+    assert (d.outcome, d.reason) == (PASS, "passed")
+    assert decide([cand(1, 0.62)], exact).reason == "below_floor"
+
+
+# --- display bands -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("confidence", "tier", "shown"),
+    [
+        (0.75, CONFIDENT, 70),
+        (0.875, CONFIDENT, 85),
+        (1.0, CONFIDENT, 100),
+        (0.0, UNCERTAIN, 20),
+        (0.375, UNCERTAIN, 35),
+        (0.75, UNCERTAIN, 50),
+        (0.0, NO_MATCH, 5),
+        (0.45, NO_MATCH, 10),
+        (0.9, NO_MATCH, 10),
+        (-0.3, NO_MATCH, 5),
+    ],
+)
+def test_display_confidence_bands(confidence: float, tier: str, shown: int) -> None:
+    assert display_confidence(confidence, tier, TierBounds()) == shown
+
+
+# --- parse_policy / load_policy ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("policy: seed000\n", "version is required"),
+        ("version: ''\n", "version is required"),
+        ("version: v1\npolicy: seed999\n", "seed999"),
+        ("version: v1\nthresholds: {a: 1}\n", "unknown keys"),
+        ("version: v1\nseed000: {floor: 3}\n", "unknown keys"),
+        ("version: v1\ntiers: {confident: 0.4, uncertain: 0.6}\n", "tiers must satisfy"),
+        ("version: v1\ntiers: {confident: 1.5}\n", "tiers must satisfy"),
+        ("version: v1\nseed000: {chunk_floor: 120}\n", "chunk_floor"),
+        ("version: v1\nseed000: {max_distance: 0}\n", "max_distance"),
+        ("version: v1\nseed000: {answer_gate: high}\n", "seed000"),
+        ("version: v1\nseed000: [1, 2]\n", "must be a mapping"),
+        ("version: v1\nmax_evidence: 0\n", "max_evidence"),
+        ("version: v1\nrefusal_messages: {en: ''}\n", "refusal_messages"),
+        ("version: v1\nrefusal_messages: [hello]\n", "refusal_messages"),
+        ("version: [v1\n", "not valid YAML"),
+        ("- version\n- v1\n", "top level must be a mapping"),
+        ("just a string\n", "top level must be a mapping"),
+        ("", "top level must be a mapping"),
+    ],
+)
+def test_parse_policy_rejects(text: str, match: str) -> None:
+    with pytest.raises(PolicyError, match=match):
+        parse_policy(text)
+
+
+def test_parse_policy_reads_every_field_and_records_sha256() -> None:
+    text = (
+        "version: '2026-12-01.test'\n"
+        "seed000: {max_distance: 0.5, chunk_floor: 30, answer_gate: 50}\n"
+        "tiers: {confident: 0.8, uncertain: 0.5}\n"
+        "max_evidence: 3\n"
+        "clarify_on_no_hits: true\n"
+        "default_language: de\n"
+        "refusal_messages: {de: 'Keine Infos.'}\n"
+    )
+    p = parse_policy(text)
+    assert p.version == "2026-12-01.test"
+    assert p.policy == "seed000"
+    assert p.seed000 == Seed000Config(max_distance=0.5, chunk_floor=30.0, answer_gate=50.0)
+    assert p.tiers == TierBounds(confident=0.8, uncertain=0.5)
+    assert p.max_evidence == 3
+    assert p.clarify_on_no_hits is True
+    assert p.default_language == "de"
+    assert dict(p.refusal_messages) == {"de": "Keine Infos."}
+    assert p.sha256 == hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_parse_policy_minimal_uses_defaults() -> None:
+    p = parse_policy("version: v1\n")
+    assert p.seed000 == Seed000Config()
+    assert p.tiers == TierBounds()
+    assert p.max_evidence == 5
+    assert p.clarify_on_no_hits is False
+
+
+def test_packaged_default_policy_loads() -> None:
+    text = DEFAULT_POLICY_PATH.read_text()
+    raw = yaml.safe_load(text)
+    p = load_policy(None)
+    assert p.version == raw["version"] and p.version
+    assert p.policy == "seed000"
+    assert p.seed000 == Seed000Config(0.65, 25.0, 40.0)
+    assert p.tiers == TierBounds(0.75, 0.45)
+    assert p.sha256 == hashlib.sha256(text.encode()).hexdigest()
+    assert p.refusal_messages["en"]
+
+
+def test_load_policy_from_file_and_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text("version: from-file\n")
+    assert load_policy(path).version == "from-file"
+    with pytest.raises(PolicyError, match="cannot read"):
+        load_policy(tmp_path / "absent.yaml")
+
+
+@pytest.mark.parametrize("value", ["lots", "null"])
+def test_parse_policy_rejects_non_numeric_max_evidence_with_policy_error(value: str) -> None:
+    try:
+        parse_policy(f"version: v1\nmax_evidence: {value}\n")
+    except PolicyError:
+        return
+    pytest.fail("accepted a non-numeric max_evidence")
+
+
+def test_parse_policy_does_not_mangle_a_numeric_version() -> None:
+    try:
+        version = parse_policy("version: 1.10\n").version
+    except PolicyError:
+        return  # rejecting a non-string version is also fine
+    assert version == "1.10"

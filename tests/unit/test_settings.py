@@ -1,0 +1,188 @@
+"""candor.settings: defaults < YAML file < CANDOR_* env, validated and frozen."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from candor.settings import ApiKey, SettingsError, load_settings
+
+SHA = hashlib.sha256(b"secret-key").hexdigest()
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "candor.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_defaults() -> None:
+    s = load_settings(env={})
+    assert s.data_dir == "data"
+    assert s.log_level == "INFO"
+    assert s.auth.enabled is False
+    assert s.auth.keys == ()
+    assert s.retrieval.candidate_pool == 30
+    assert s.retrieval.rrf_k == 60
+    assert (s.retrieval.dense_weight, s.retrieval.keyword_weight) == (0.7, 0.3)
+    assert (s.retrieval.chunk_words, s.retrieval.chunk_overlap_words) == (60, 15)
+    assert (s.retrieval.server.port, s.retrieval.server.metrics_port) == (50051, 9101)
+    assert (s.gate.server.port, s.gate.server.metrics_port) == (50052, 9102)
+    assert (s.generator.server.port, s.generator.server.metrics_port) == (50053, 9103)
+    assert s.gate.server.host == "127.0.0.1"
+    assert s.gate.token_ttl_seconds == 60
+    assert s.generator.backend == "extractive"
+    assert s.path("keys", "a.pem") == Path("data/keys/a.pem")
+
+
+def test_settings_are_frozen() -> None:
+    s = load_settings(env={})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.data_dir = "elsewhere"  # type: ignore[misc]
+
+
+def test_yaml_file_overrides_defaults_and_keeps_siblings(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "log_level: DEBUG\n"
+        "retrieval:\n"
+        "  candidate_pool: 40\n"
+        "  server: {port: 6000}\n"
+        "gate:\n"
+        "  key_id: candor-2\n",
+    )
+    s = load_settings(path, env={})
+    assert s.log_level == "DEBUG"
+    assert s.retrieval.candidate_pool == 40
+    assert s.retrieval.top_k == 10  # untouched sibling keeps its default
+    assert s.retrieval.server.port == 6000
+    assert s.retrieval.server.metrics_port == 9101
+    assert s.gate.key_id == "candor-2"
+    assert s.gate.server.port == 50052
+
+
+def test_config_path_from_env(tmp_path: Path) -> None:
+    path = write(tmp_path, "retrieval: {top_k: 7}\n")
+    assert load_settings(env={"CANDOR_CONFIG": str(path)}).retrieval.top_k == 7
+
+
+def test_env_overrides_defaults_with_coercion() -> None:
+    s = load_settings(
+        env={
+            "CANDOR_RETRIEVAL__CANDIDATE_POOL": "50",
+            "CANDOR_RETRIEVAL__DENSE_WEIGHT": "0.5",
+            "CANDOR_LOG_LEVEL": "WARNING",
+            "UNRELATED": "x",
+        }
+    )
+    assert s.retrieval.candidate_pool == 50
+    assert isinstance(s.retrieval.candidate_pool, int)
+    assert s.retrieval.dense_weight == 0.5
+    assert s.log_level == "WARNING"
+
+
+def test_nested_env_override() -> None:
+    s = load_settings(env={"CANDOR_GATE__SERVER__PORT": "7001"})
+    assert s.gate.server.port == 7001
+    assert s.gate.server.metrics_port == 9102
+    assert s.retrieval.server.port == 50051
+
+
+def test_env_beats_yaml(tmp_path: Path) -> None:
+    path = write(tmp_path, "retrieval: {candidate_pool: 40, top_k: 8}\n")
+    s = load_settings(path, env={"CANDOR_RETRIEVAL__CANDIDATE_POOL": "50"})
+    assert s.retrieval.candidate_pool == 50
+    assert s.retrieval.top_k == 8
+
+
+def test_top_level_data_dir_flows_to_retrieval_unless_set() -> None:
+    assert load_settings(env={"CANDOR_DATA_DIR": "/srv/c"}).retrieval.data_dir == "/srv/c"
+    s = load_settings(env={"CANDOR_DATA_DIR": "/srv/c", "CANDOR_RETRIEVAL__DATA_DIR": "/x"})
+    assert s.retrieval.data_dir == "/x"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [("true", True), ("ON", True), ("0", False), ("no", False)]
+)
+def test_boolean_env_values(value: str, expected: bool) -> None:
+    env = {"CANDOR_AUTH__ENABLED": value}
+    if expected:
+        env["CANDOR_AUTH__KEYS"] = ""  # still no keys: must be rejected
+        with pytest.raises(SettingsError, match=r"auth\.enabled needs"):
+            load_settings(env=env)
+    else:
+        assert load_settings(env=env).auth.enabled is False
+
+
+@pytest.mark.parametrize(
+    ("env", "match"),
+    [
+        ({"CANDOR_RETRIEVAL__CANDIDATE_POOLS": "5"}, "unknown settings"),
+        ({"CANDOR_NOPE": "1"}, "unknown settings"),
+        ({"CANDOR_GATE__SERVER__PROT": "1"}, "unknown settings"),
+        ({"CANDOR_RETRIEVAL__CANDIDATE_POOL": "lots"}, "expected int"),
+        ({"CANDOR_RETRIEVAL__DENSE_WEIGHT": "heavy"}, "expected float"),
+        ({"CANDOR_AUTH__ENABLED": "maybe"}, "not a boolean"),
+        ({"CANDOR_RETRIEVAL__CANDIDATE_POOL": "0"}, "candidate_pool"),
+        ({"CANDOR_RETRIEVAL__CHUNK_OVERLAP_WORDS": "60"}, "chunk_overlap_words"),
+        ({"CANDOR_RETRIEVAL__CHUNK_OVERLAP_WORDS": "-1"}, "chunk_overlap_words"),
+        ({"CANDOR_GATE__TOKEN_TTL_SECONDS": "0"}, "token_ttl_seconds"),
+        ({"CANDOR_AUTH__ENABLED": "true"}, "auth.enabled needs"),
+    ],
+)
+def test_invalid_env_is_rejected(env: dict[str, str], match: str) -> None:
+    with pytest.raises(SettingsError, match=match):
+        load_settings(env=env)
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("retrieval: {colour: blue}\n", "unknown settings"),
+        ("retrieval: {chunk_words: 10, chunk_overlap_words: 10}\n", "chunk_overlap_words"),
+        ("auth: {enabled: true}\n", "auth.enabled needs"),
+        ("gate: 5\n", "expected a mapping"),
+        ("- a\n- b\n", "top level must be a mapping"),
+        ("retrieval: [\n", "cannot read settings file"),
+        ("auth: {keys: [{name: a, sha256: abc, tenants: [t]}]}\n", "64 hex"),
+    ],
+)
+def test_invalid_yaml_is_rejected(tmp_path: Path, text: str, match: str) -> None:
+    with pytest.raises(SettingsError, match=match):
+        load_settings(write(tmp_path, text), env={})
+
+
+def test_missing_file_is_a_settings_error(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match="cannot read settings file"):
+        load_settings(tmp_path / "absent.yaml", env={})
+
+
+def test_auth_keys_parsed_from_yaml(tmp_path: Path) -> None:
+    other = "b" * 64
+    path = write(
+        tmp_path,
+        "auth:\n"
+        "  enabled: true\n"
+        "  keys:\n"
+        f"    - {{name: billing, sha256: {SHA}, tenants: [acme, globex]}}\n"
+        f"    - {{name: ops, sha256: {other}, tenants: '*'}}\n",
+    )
+    s = load_settings(path, env={})
+    assert s.auth.enabled is True
+    assert s.auth.keys == (
+        ApiKey(name="billing", sha256=SHA, tenants=("acme", "globex")),
+        ApiKey(name="ops", sha256=other, tenants=("*",)),
+    )
+
+
+def test_empty_yaml_file_means_defaults(tmp_path: Path) -> None:
+    assert load_settings(write(tmp_path, ""), env={}) == load_settings(env={})
+
+
+def test_missing_required_key_field_is_a_settings_error(tmp_path: Path) -> None:
+    path = write(tmp_path, f"auth: {{enabled: true, keys: [{{name: a, sha256: {SHA}}}]}}\n")
+    with pytest.raises(SettingsError, match="tenants"):
+        load_settings(path, env={})
