@@ -168,7 +168,8 @@ def report(results: list[Result]) -> str:
     lines = [
         f"## Retrieval benchmark — {time.strftime('%Y-%m-%d')}",
         "",
-        f"Machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}; "
+        f"Machine: {os.cpu_count()} cores, {platform.machine()}, "
+        f"Python {platform.python_version()}; "
         "embedded backends (Qdrant Edge + tantivy), MiniLM int8 query embedding, 1 ORT thread. "
         "Command: `candor bench retrieval`.",
         "",

@@ -27,7 +27,10 @@ class CitationCheck:
 
 
 _NEGATIONS = frozenset(
-    ["not", "no", "never", "cannot", "can't", "won't", "don't", "doesn't", "isn't", "aren't", "wasn't", "without", "none", "nor"]
+    [
+        *("not", "no", "never", "cannot", "can't", "won't", "don't", "doesn't"),
+        *("isn't", "aren't", "wasn't", "without", "none", "nor"),
+    ]
 )
 
 
