@@ -11,11 +11,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
+
 from retrieval_svc import fusion
 from retrieval_svc.embed.base import Embedder
 from retrieval_svc.fusion import RRF_K
 from retrieval_svc.ingest import SourceDocument, chunk_document, embedding_text
-from retrieval_svc.stores.base import DenseStore, Hit, KeywordStore
+from retrieval_svc.stores.base import Chunk, DenseStore, Hit, KeywordStore
 
 log = logging.getLogger("candor.retrieval")
 
@@ -121,29 +124,70 @@ class KnowledgeBase:
         documents: Sequence[SourceDocument],
         progress: Callable[[int, int], None] | None = None,
     ) -> list[DocumentWrite]:
-        """Write each document to both stores; a failure is reported per document."""
-        results = []
-        for i, doc in enumerate(documents, start=1):
-            results.append(self._upsert_one(doc))
-            if progress is not None:
-                progress(i, len(documents))
-        return results
+        """Write documents to both stores; a failure is reported per document.
 
-    def _upsert_one(self, doc: SourceDocument) -> DocumentWrite:
-        chunks = chunk_document(doc, self._chunk_words, self._overlap)
-        if not chunks:
-            return DocumentWrite(doc.document_id, "failed", 0, "document has no text to index")
-        generation = chunks[0].generation
+        The whole call is written as one batch (one embedding pass, one keyword commit, one
+        dense flush). If the batch fails, each document is retried alone so one bad document
+        cannot fail the others.
+        """
+        planned: list[tuple[SourceDocument, list[Chunk]]] = []
+        empty: dict[str, DocumentWrite] = {}
+        for doc in documents:
+            chunks = chunk_document(doc, self._chunk_words, self._overlap)
+            if chunks:
+                planned.append((doc, chunks))
+            else:
+                empty[doc.document_id] = DocumentWrite(
+                    doc.document_id, "failed", 0, "document has no text to index"
+                )
+        written: dict[str, DocumentWrite] = {}
         try:
-            vectors = self.embedder.embed([embedding_text(c) for c in chunks])
-            # Order matters: dense chunks land staged (invisible); the keyword commit swaps the
-            # document atomically; publishing flips the dense generation and drops the old one.
-            # A failure part-way leaves the previous version visible in both arms, and a retry
-            # of the same document lands on the same ids.
-            _retry(lambda: self._dense.upsert(chunks, vectors))
-            _retry(lambda: self._keyword.replace(doc.tenant, doc.document_id, chunks))
-            _retry(lambda: self._dense.publish(doc.tenant, doc.document_id, generation))
-        except Exception as exc:  # one bad document must not fail the batch
+            self._write(planned, progress)
+            written = {
+                d.document_id: DocumentWrite(d.document_id, "written", len(cs)) for d, cs in planned
+            }
+        except Exception:
+            log.exception("batch upsert failed; writing documents one at a time")
+            for doc, chunks in planned:
+                written[doc.document_id] = self._upsert_one(doc, chunks)
+        return [empty.get(d.document_id) or written[d.document_id] for d in documents]
+
+    def _embed(
+        self, chunks: Sequence[Chunk], progress: Callable[[int, int], None] | None
+    ) -> npt.NDArray[np.float32]:
+        parts = []
+        for start in range(0, len(chunks), self._batch):
+            batch = chunks[start : start + self._batch]
+            parts.append(self.embedder.embed([embedding_text(c) for c in batch]))
+            if progress is not None:
+                progress(min(start + self._batch, len(chunks)), len(chunks))
+        return np.concatenate(parts) if parts else np.zeros((0, self.embedder.dim), np.float32)
+
+    def _write(
+        self,
+        planned: Sequence[tuple[SourceDocument, list[Chunk]]],
+        progress: Callable[[int, int], None] | None = None,
+    ) -> None:
+        # Order matters: dense chunks land staged (invisible); the keyword commit swaps the
+        # documents atomically; publishing flips the dense generation and drops the old one.
+        # A failure part-way leaves the previous version visible in both arms, and a retry
+        # lands on the same ids.
+        all_chunks = [c for _, chunks in planned for c in chunks]
+        vectors = self._embed(all_chunks, progress)
+        _retry(lambda: self._dense.upsert(all_chunks, vectors))
+        _retry(
+            lambda: self._keyword.replace_many([(d.tenant, d.document_id, cs) for d, cs in planned])
+        )
+        _retry(
+            lambda: self._dense.publish_many(
+                [(d.tenant, d.document_id, cs[0].generation) for d, cs in planned]
+            )
+        )
+
+    def _upsert_one(self, doc: SourceDocument, chunks: list[Chunk]) -> DocumentWrite:
+        try:
+            self._write([(doc, chunks)])
+        except Exception as exc:
             log.exception("upsert failed", extra={"document_id": doc.document_id})
             return DocumentWrite(doc.document_id, "failed", 0, f"{type(exc).__name__}: {exc}")
         return DocumentWrite(doc.document_id, "written", len(chunks))

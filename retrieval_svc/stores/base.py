@@ -54,6 +54,10 @@ class DenseStore(Protocol):
         """Make ``generation`` visible and drop every other generation of the document."""
         ...
 
+    def publish_many(self, documents: Sequence[tuple[str, str, str]]) -> None:
+        """``publish`` for many (tenant, document_id, generation) with one flush."""
+        ...
+
     def delete(self, tenant: str, document_id: str) -> int:
         """Remove a document; returns how many chunks it had."""
         ...
@@ -78,6 +82,10 @@ class DenseStore(Protocol):
 class KeywordStore(Protocol):
     def replace(self, tenant: str, document_id: str, chunks: Sequence[Chunk]) -> None:
         """Atomically replace a document's chunks (visible on commit)."""
+        ...
+
+    def replace_many(self, documents: Sequence[tuple[str, str, Sequence[Chunk]]]) -> None:
+        """``replace`` for many (tenant, document_id, chunks) in one commit."""
         ...
 
     def delete(self, tenant: str, document_id: str) -> int: ...

@@ -62,22 +62,30 @@ class EdgeDenseStore:
             )
             for c, v in zip(chunks, vectors, strict=True)
         ]
+        # Re-writing an unchanged, already published document must not hide it again: the
+        # condition only lets staged points be overwritten (new ids are always inserted).
+        not_published = Filter(must_not=[_eq("visibility", PUBLISHED)])
         with self._lock:
-            self._shard.update(UpdateOperation.upsert_points(points))
+            self._shard.update(UpdateOperation.upsert_points(points, condition=not_published))
 
     def publish(self, tenant: str, document_id: str, generation: str) -> None:
-        doc = [_eq("tenant", tenant), _eq("document_id", document_id)]
+        self.publish_many([(tenant, document_id, generation)])
+
+    def publish_many(self, documents: Sequence[tuple[str, str, str]]) -> None:
         with self._lock:
-            self._shard.update(
-                UpdateOperation.set_payload_by_filter(
-                    Filter(must=[*doc, _eq("generation", generation)]), {"visibility": PUBLISHED}
+            for tenant, document_id, generation in documents:
+                doc = [_eq("tenant", tenant), _eq("document_id", document_id)]
+                self._shard.update(
+                    UpdateOperation.set_payload_by_filter(
+                        Filter(must=[*doc, _eq("generation", generation)]),
+                        {"visibility": PUBLISHED},
+                    )
                 )
-            )
-            self._shard.update(
-                UpdateOperation.delete_points_by_filter(
-                    Filter(must=doc, must_not=[_eq("generation", generation)])
+                self._shard.update(
+                    UpdateOperation.delete_points_by_filter(
+                        Filter(must=doc, must_not=[_eq("generation", generation)])
+                    )
                 )
-            )
             self._shard.flush()
 
     def delete(self, tenant: str, document_id: str) -> int:

@@ -51,6 +51,8 @@ INDEX_SETTINGS: dict[str, Any] = {"index": {"number_of_shards": 1}}
 _SOURCE_FIELDS = [*_KEYWORD_FIELDS, *_TEXT_FIELDS, "source_kind"]
 _INVENTORY_FIELDS = ["tenant", "document_id", "chunk_id", "generation", "published"]
 _BULK_BATCH = 500
+# Documents per delete-by-query: two term clauses each, well under Lucene's 1024-clause limit.
+_DELETE_BATCH = 200
 _SCROLL_PAGE = 1000
 # Writes may move thousands of chunks; only searches must fit the arm's deadline.
 _MIN_WRITE_TIMEOUT_SECONDS = 30.0
@@ -178,33 +180,51 @@ class OpenSearchKeywordStore:
             )
 
     def replace(self, tenant: str, document_id: str, chunks: Sequence[Chunk]) -> None:
-        # Index the new chunks first, then delete the document's chunks that are not among them,
+        self.replace_many([(tenant, document_id, chunks)])
+
+    def replace_many(self, documents: Sequence[tuple[str, str, Sequence[Chunk]]]) -> None:
+        # Index the new chunks first, then delete the documents' chunks that are not among them,
         # then refresh once. Not the other way round (delete-by-query, then bulk): that leaves a
-        # window in which the document has no chunks at all, and a failure between the two steps
-        # loses the document until a retry. This order never shows the document missing; a
-        # reader racing a periodic refresh may briefly see old and new chunks together (the
-        # arm's collapse-by-parent absorbs that); a failure part-way leaves the old version
-        # searchable, and a retry lands on the same ids and converges. "Not among them" is by
-        # _id rather than by generation: exact even when a retry repeats the same generation,
-        # and it never races the overwritten old versions of reused ids.
-        for c in chunks:
-            if c.tenant != tenant or c.document_id != document_id:
-                raise ValueError(
-                    f"chunk {c.chunk_id!r} belongs to {c.tenant!r}/{c.document_id!r}, "
-                    f"not {tenant!r}/{document_id!r}"
-                )
-        ids = [chunk_doc_id(c.tenant, c.chunk_id) for c in chunks]
-        for start in range(0, len(chunks), _BULK_BATCH):
-            self._bulk_index(chunks[start : start + _BULK_BATCH], ids[start : start + _BULK_BATCH])
-        stale: dict[str, Any] = {"bool": {"filter": _document_filter(tenant, document_id)}}
-        if ids:
-            stale["bool"]["must_not"] = [{"ids": {"values": ids}}]
-        self._client.delete_by_query(
-            index=self._index,
-            body={"query": stale},
-            conflicts="proceed",
-            request_timeout=self._write_timeout,
-        )
+        # window in which a document has no chunks at all, and a failure between the two steps
+        # loses it until a retry. This order never shows a document missing; a reader racing a
+        # periodic refresh may briefly see old and new chunks together (the arm's collapse by
+        # parent absorbs that); a failure part-way leaves the old version searchable, and a
+        # retry lands on the same ids and converges. The final refresh makes the whole batch
+        # visible at once. "Not among them" is by _id rather than by generation: exact even
+        # when a retry repeats the same generation, and it never races the overwritten old
+        # versions of reused ids.
+        latest: dict[tuple[str, str], Sequence[Chunk]] = {}
+        for tenant, document_id, chunks in documents:
+            for c in chunks:
+                if c.tenant != tenant or c.document_id != document_id:
+                    raise ValueError(
+                        f"chunk {c.chunk_id!r} belongs to {c.tenant!r}/{c.document_id!r}, "
+                        f"not {tenant!r}/{document_id!r}"
+                    )
+            latest[(tenant, document_id)] = chunks  # a repeated document: the last one wins
+        if not latest:
+            return
+        new = [c for chunks in latest.values() for c in chunks]
+        ids = [chunk_doc_id(c.tenant, c.chunk_id) for c in new]
+        for start in range(0, len(new), _BULK_BATCH):
+            self._bulk_index(new[start : start + _BULK_BATCH], ids[start : start + _BULK_BATCH])
+        keys = list(latest)
+        for start in range(0, len(keys), _DELETE_BATCH):
+            stale: dict[str, Any] = {
+                "should": [
+                    {"bool": {"filter": _document_filter(tenant, document_id)}}
+                    for tenant, document_id in keys[start : start + _DELETE_BATCH]
+                ],
+                "minimum_should_match": 1,
+            }
+            if ids:  # a new chunk is never stale, whichever document of the batch it is in
+                stale["must_not"] = [{"ids": {"values": ids}}]
+            self._client.delete_by_query(
+                index=self._index,
+                body={"query": {"bool": stale}},
+                conflicts="proceed",
+                request_timeout=self._write_timeout,
+            )
         # delete_by_query only refreshes when it deleted something; the new chunks need it too.
         self._client.indices.refresh(index=self._index, request_timeout=self._write_timeout)
 

@@ -22,6 +22,8 @@ from retrieval_svc.stores.base import Chunk, Hit, StoredChunk
 from retrieval_svc.stores.edge import PUBLISHED, _chunk, _payload, point_id
 
 _SCROLL_PAGE = 1000
+_PUBLISH_BATCH = 256
+"""Documents per publish request (two operations each)."""
 
 # Every field a filter uses gets an index; ``tenant`` is Qdrant's tenant-optimised keyword index.
 _PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType | models.KeywordIndexParams] = {
@@ -127,25 +129,35 @@ class QdrantDenseStore:
         )
 
     def publish(self, tenant: str, document_id: str, generation: str) -> None:
-        doc: list[models.Condition] = [_eq("tenant", tenant), _eq("document_id", document_id)]
-        # One request, applied in order: flip the generation, then drop every other one.
-        self._client.batch_update_points(
-            self._collection,
-            update_operations=[
-                models.SetPayloadOperation(
-                    set_payload=models.SetPayload(
-                        payload={"visibility": PUBLISHED},
-                        filter=models.Filter(must=[*doc, _eq("generation", generation)]),
+        self.publish_many([(tenant, document_id, generation)])
+
+    def publish_many(self, documents: Sequence[tuple[str, str, str]]) -> None:
+        """Per document, in order: flip the generation, then drop every other one."""
+        for start in range(0, len(documents), _PUBLISH_BATCH):
+            operations: list[models.UpdateOperation] = []
+            for tenant, document_id, generation in documents[start : start + _PUBLISH_BATCH]:
+                doc: list[models.Condition] = [
+                    _eq("tenant", tenant),
+                    _eq("document_id", document_id),
+                ]
+                operations.append(
+                    models.SetPayloadOperation(
+                        set_payload=models.SetPayload(
+                            payload={"visibility": PUBLISHED},
+                            filter=models.Filter(must=[*doc, _eq("generation", generation)]),
+                        )
                     )
-                ),
-                models.DeleteOperation(
-                    delete=models.FilterSelector(
-                        filter=models.Filter(must=doc, must_not=[_eq("generation", generation)])
+                )
+                operations.append(
+                    models.DeleteOperation(
+                        delete=models.FilterSelector(
+                            filter=models.Filter(must=doc, must_not=[_eq("generation", generation)])
+                        )
                     )
-                ),
-            ],
-            wait=True,
-        )
+                )
+            self._client.batch_update_points(
+                self._collection, update_operations=operations, wait=True
+            )
 
     def delete(self, tenant: str, document_id: str) -> int:
         flt = models.Filter(must=[_eq("tenant", tenant), _eq("document_id", document_id)])
@@ -172,6 +184,10 @@ class QdrantDenseStore:
             with_payload=True,
         )
         return [Hit(_chunk(p.payload or {}), float(p.score)) for p in response.points]
+
+    def count(self) -> int:
+        """Chunks held (all tenants, staged included)."""
+        return int(self._client.count(self._collection, exact=True).count)
 
     def inventory(self) -> list[StoredChunk]:
         out: list[StoredChunk] = []

@@ -27,6 +27,21 @@ def _schema() -> tantivy.Schema:
     return b.build()
 
 
+def _document(c: Chunk) -> tantivy.Document:
+    return tantivy.Document(
+        tenant=c.tenant,
+        chunk_id=c.chunk_id,
+        parent_id=c.parent_id,
+        document_id=c.document_id,
+        uri=c.uri,
+        generation=c.generation,
+        doc_key=_doc_key(c.tenant, c.document_id),
+        title=c.title,
+        text=c.text,
+        source_kind=c.source_kind,
+    )
+
+
 def _doc_key(tenant: str, document_id: str) -> str:
     return f"{tenant}\x00{document_id}"
 
@@ -40,32 +55,28 @@ class TantivyKeywordStore:
         self._lock = threading.Lock()
 
     def replace(self, tenant: str, document_id: str, chunks: Sequence[Chunk]) -> None:
+        self.replace_many([(tenant, document_id, chunks)])
+
+    def replace_many(self, documents: Sequence[tuple[str, str, Sequence[Chunk]]]) -> None:
         with self._lock:
-            self._writer.delete_documents_by_term("doc_key", _doc_key(tenant, document_id))
-            for c in chunks:
-                self._writer.add_document(
-                    tantivy.Document(
-                        tenant=c.tenant,
-                        chunk_id=c.chunk_id,
-                        parent_id=c.parent_id,
-                        document_id=c.document_id,
-                        uri=c.uri,
-                        generation=c.generation,
-                        doc_key=_doc_key(c.tenant, c.document_id),
-                        title=c.title,
-                        text=c.text,
-                        source_kind=c.source_kind,
-                    )
-                )
-            # One commit: readers see the old chunks or the new ones, never a mix.
-            self._writer.commit()
+            try:
+                for tenant, document_id, chunks in documents:
+                    self._writer.delete_documents_by_term("doc_key", _doc_key(tenant, document_id))
+                    for c in chunks:
+                        self._writer.add_document(_document(c))
+                # One commit: readers see the old chunks or the new ones, never a mix.
+                self._writer.commit()
+            except Exception:
+                self._writer.rollback()
+                raise
         self._index.reload()
 
     def delete(self, tenant: str, document_id: str) -> int:
         key = _doc_key(tenant, document_id)
         self._index.reload()
         searcher = self._index.searcher()
-        n = int(searcher.doc_freq("doc_key", key)) if hasattr(searcher, "doc_freq") else 0
+        # doc_freq would count deleted documents still held by segments; a search does not.
+        n = int(searcher.search(tantivy.Query.term_query(self._schema, "doc_key", key), 1).count)
         with self._lock:
             self._writer.delete_documents_by_term("doc_key", key)
             self._writer.commit()
@@ -74,7 +85,7 @@ class TantivyKeywordStore:
 
     def search(self, tenant: str, query: str, limit: int) -> list[Hit]:
         cleaned = _OPERATORS.sub(" ", _QUERY_SYNTAX.sub(" ", query)).strip()
-        if not cleaned:
+        if not cleaned or limit <= 0:
             return []
         text_query = self._index.parse_query(cleaned, ["title", "text"])
         tenant_filter = tantivy.Query.const_score_query(

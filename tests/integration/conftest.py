@@ -42,6 +42,12 @@ MAVEN_TIMEOUT_SECONDS = 900.0
 _CACHE_KEY = "candor/opensearch-node/classpath"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "opensearch: runs against a real OpenSearch node (needs Java 17+ and Maven)"
+    )
+
+
 def _fail(message: str) -> NoReturn:
     pytest.fail(message, pytrace=False)
 

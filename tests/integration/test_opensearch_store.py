@@ -23,6 +23,10 @@ from retrieval_svc.stores.opensearch_store import (
 
 from .conftest import OpenSearchNode
 
+# The first test also pays for the session node: start-up (~8 s) and, on a machine whose Maven
+# repository is cold, the jar download (~35 s here), hence more than the suite's 120 s default.
+pytestmark = [pytest.mark.opensearch, pytest.mark.timeout(300)]
+
 StoreFactory = Callable[..., OpenSearchKeywordStore]
 
 
@@ -277,6 +281,53 @@ def test_a_retried_replace_is_idempotent(store: OpenSearchKeywordStore) -> None:
     assert len(store.inventory()) == 3
     hits = store.search("t1", "refund", 10)
     assert sorted(h.chunk.chunk_id for h in hits) == sorted(c.chunk_id for c in chunks)
+
+
+def test_replace_many_swaps_a_batch_across_bulk_and_delete_batches(
+    store: OpenSearchKeywordStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(opensearch_store, "_BULK_BATCH", 3)
+    monkeypatch.setattr(opensearch_store, "_DELETE_BATCH", 2)
+    docs = [f"doc{i}" for i in range(5)]
+    store.replace_many(
+        [
+            (t, d, [chunk(t, d, n, WEBHOOKS, generation="v1") for n in range(3)])
+            for t in ("a", "b")
+            for d in docs
+        ]
+    )
+    assert store.count() == 30
+
+    # v2 of tenant a only: fewer chunks, different ids; one document dropped to no chunks.
+    v2 = [("a", d, [chunk("a", d, 7, REFUNDS, generation="v2")]) for d in docs[:4]]
+    store.replace_many([*v2, ("a", "doc4", [])])
+
+    listed = inventory_set(store)
+    assert {c for c in listed if c.tenant == "a"} == {
+        StoredChunk("a", d, f"{d}#p0c7", "v2", True) for d in docs[:4]
+    }
+    assert len([c for c in listed if c.tenant == "b"]) == 15  # the other tenant is untouched
+
+
+def test_replace_many_keeps_the_last_copy_of_a_repeated_document(
+    store: OpenSearchKeywordStore,
+) -> None:
+    first = [chunk("t1", "guide", n, WEBHOOKS, generation="v1") for n in range(2)]
+    last = [chunk("t1", "guide", 5, REFUNDS, generation="v2")]
+    store.replace_many([("t1", "guide", first), ("t1", "guide", last)])
+    assert store.inventory() == [StoredChunk("t1", "guide", "guide#p0c5", "v2", True)]
+
+
+def test_a_large_document_is_replaced_in_batches(store: OpenSearchKeywordStore) -> None:
+    big = [
+        chunk("t1", "manual", n, f"section {n} {WEBHOOKS}", generation="v1") for n in range(2000)
+    ]
+    store.replace("t1", "manual", big)
+    assert store.count() == 2000
+    smaller = big[:1500]
+    store.replace("t1", "manual", smaller)
+    assert store.count() == 1500
+    assert store.delete("t1", "manual") == 1500
 
 
 def test_replace_refuses_chunks_of_another_document(store: OpenSearchKeywordStore) -> None:

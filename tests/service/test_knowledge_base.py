@@ -141,23 +141,23 @@ def test_collection_built_by_another_embedder_is_refused(
 
 
 def test_rerun_after_a_mid_write_failure_leaves_exactly_one_copy(kb: KnowledgeBase) -> None:
-    real = kb._keyword.replace
+    real = kb._keyword.replace_many
     calls = {"n": 0}
 
     def failing(*args: object) -> None:
         calls["n"] += 1
         raise ConnectionError("keyword store went away mid-write")
 
-    kb._keyword.replace = failing  # type: ignore[method-assign]
+    kb._keyword.replace_many = failing  # type: ignore[method-assign]
     doc = SourceDocument("t1", "bikes", "Bicycle tyres", "## Pressure\n\n" + "Pump tyres. " * 80, 1)
     [failed] = kb.upsert([doc])
     assert failed.outcome == "failed" and "went away" in failed.error
-    assert calls["n"] == 4  # first try + three retries
+    assert calls["n"] == 8  # the batch, then the document alone: first try + 3 retries each
     # The old version is still what both arms serve.
     top = _retrieve(kb, "road bicycle tyre pressure psi").candidates[0]
     assert top.chunk.document_id == "bikes" and "psi" in top.chunk.text
 
-    kb._keyword.replace = real  # type: ignore[method-assign]
+    kb._keyword.replace_many = real  # type: ignore[method-assign]
     [ok] = kb.upsert([doc])
     assert ok.outcome == "written" and ok.chunks > 1
     for store in (kb._dense, kb._keyword):

@@ -36,11 +36,11 @@ KEYWORD_BACKENDS = ["tantivy"]
 # To add OpenSearch (retrieval_svc/stores/opensearch_store.py, tests/integration/conftest.py):
 #   1. append "opensearch" to KEYWORD_BACKENDS;
 #   2. make the session fixture ``opensearch_url`` visible here. Fixtures in
-#      tests/integration/conftest.py are only seen by tests under tests/integration/, so move it
-#      to a plain module (e.g. tests/integration/opensearch_node/fixture.py) and import it here
-#      (``from tests.integration.opensearch_node.fixture import opensearch_url``, noqa F401)
-#      (it should pytest.skip() when Java / the node is unavailable, so the embedded
-#      backends still run everywhere);
+#      tests/integration/conftest.py are only seen by tests under tests/integration/, so move
+#      ``opensearch_url`` and the fixtures it depends on (``opensearch_node``,
+#      ``opensearch_node_factory``) up to tests/conftest.py, or into a plain module imported by
+#      both conftests. They should pytest.skip() when Java / the node is unavailable, so the
+#      embedded backends still run everywhere;
 #   3. uncomment the "opensearch" branch in ``keyword_backend`` below.
 # Index names from ``Backend.new()`` are lowercase, unique per test and valid OpenSearch names.
 

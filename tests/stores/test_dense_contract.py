@@ -19,7 +19,6 @@ from tests.stores.conftest import (
     DIM,
     Backend,
     chunk,
-    known_bug,
     quiet_qdrant_store,
     vec,
     vecs,
@@ -42,6 +41,7 @@ def _ids(hits: list[Hit]) -> list[str]:
 def _inventory(store: DenseStore) -> set[StoredChunk]:
     items = store.inventory()
     assert len(items) == len(set(items)), "inventory lists a chunk twice"
+    assert store.count() == len(items), "count() disagrees with inventory()"
     return set(items)
 
 
@@ -80,6 +80,12 @@ def test_search_respects_limit(dense_store: DenseStore) -> None:
     hits = dense_store.search("t", X, limit=2, include_unpublished=False)
 
     assert _ids(hits) == ["d0#p0c0", "d1#p0c0"]
+
+
+def test_search_with_limit_zero_is_empty(dense_store: DenseStore) -> None:
+    _publish(dense_store, [("t", "doc", [1])])
+
+    assert dense_store.search("t", X, limit=0, include_unpublished=True) == []
 
 
 def test_search_of_an_empty_tenant_is_empty(dense_store: DenseStore) -> None:
@@ -143,11 +149,41 @@ def test_publish_only_touches_its_own_document_and_tenant(dense_store: DenseStor
     }
 
 
+def test_publish_many_publishes_each_document(dense_store: DenseStore) -> None:
+    dense_store.upsert([chunk("t", "doc", 0, "g1")], vecs(X))
+    dense_store.publish("t", "doc", "g1")
+    dense_store.upsert(
+        [chunk("t", "doc", 0, "g2"), chunk("u", "doc", 0, "g1"), chunk("t", "new", 0, "g5")],
+        vecs(X, Y, Z),
+    )
+    dense_store.upsert([chunk("t", "left-staged", 0, "g1")], vecs(X))
+
+    dense_store.publish_many([("t", "doc", "g2"), ("u", "doc", "g1"), ("t", "new", "g5")])
+    dense_store.publish_many([])
+
+    assert _inventory(dense_store) == {
+        StoredChunk("t", "doc", "doc#p0c0", "g2", True),
+        StoredChunk("u", "doc", "doc#p0c0", "g1", True),
+        StoredChunk("t", "new", "new#p0c0", "g5", True),
+        StoredChunk("t", "left-staged", "left-staged#p0c0", "g1", False),
+    }
+
+
+def test_publish_many_handles_many_documents(dense_store: DenseStore) -> None:
+    n = 40
+    dense_store.upsert([chunk("t", f"d{i}", 0) for i in range(n)], vecs(*[X] * n))
+
+    dense_store.publish_many([("t", f"d{i}", "g1") for i in range(n)])
+
+    assert {s.published for s in dense_store.inventory()} == {True}
+    assert dense_store.count() == n
+
+
 def test_repeated_upsert_is_idempotent(dense_store: DenseStore) -> None:
     chunks = [chunk("t", "doc", i) for i in range(3)]
     dense_store.upsert(chunks, vecs(X, Y, Z))
     dense_store.upsert(chunks, vecs(X, Y, Z))
-    assert len(dense_store.inventory()) == 3
+    assert len(dense_store.inventory()) == dense_store.count() == 3
 
     dense_store.publish("t", "doc", "g1")
     dense_store.upsert(chunks, vecs(X, Y, Z))
@@ -167,13 +203,6 @@ def test_re_upserting_a_published_generation_keeps_it_visible(
     failure part-way leaves the previous version visible in both arms". Same content means
     same generation means same point ids, so the upsert rewrites the *published* points.
     """
-    known_bug(
-        request,
-        dense_backend,
-        edge="EdgeDenseStore.upsert rewrites published points of the same generation as staged: "
-        "an unchanged document vanishes from the dense arm until publish runs (for good if the "
-        "keyword write fails)",
-    )
     chunks = [chunk("t", "doc", 0), chunk("t", "doc", 1)]
     dense_store.upsert(chunks, vecs(X, Y))
     dense_store.publish("t", "doc", "g1")
@@ -205,6 +234,7 @@ def test_delete_counts_staged_chunks_too(dense_store: DenseStore) -> None:
 
     assert dense_store.delete("t", "doc") == 3
     assert dense_store.inventory() == []
+    assert dense_store.count() == 0
 
 
 # --- tenants ----------------------------------------------------------------------------------
@@ -233,6 +263,7 @@ def test_tenants_are_isolated(dense_store: DenseStore) -> None:
 
 def test_inventory_reports_every_chunk(dense_store: DenseStore) -> None:
     assert dense_store.inventory() == []
+    assert dense_store.count() == 0
     dense_store.upsert([chunk("a", "d1", 0, "g1"), chunk("a", "d1", 1, "g1")], vecs(X, Y))
     dense_store.publish("a", "d1", "g1")
     dense_store.upsert([chunk("b", "d2", 0, "g7")], vecs(Z))
@@ -252,7 +283,7 @@ def test_inventory_pages_through_large_stores(dense_store: DenseStore) -> None:
 
     items = dense_store.inventory()
 
-    assert len(items) == n
+    assert len(items) == dense_store.count() == n
     assert {s.chunk_id for s in items} == {c.chunk_id for c in chunks}
 
 
@@ -361,6 +392,22 @@ def test_qdrant_requests_convert_to_grpc() -> None:
     for op in batch.call_args.kwargs["update_operations"]:
         RestToGrpc.convert_update_operation(op)
     RestToGrpc.convert_filter(query.call_args.kwargs["query_filter"])
+
+
+def test_qdrant_publish_many_splits_large_batches() -> None:
+    client = QdrantClient(":memory:")
+    store = quiet_qdrant_store(client, "chunks")
+    n = 40
+    store.upsert([chunk("t", f"d{i}", 0) for i in range(n)], vecs(*[X] * n))
+
+    with (
+        mock.patch("retrieval_svc.stores.qdrant_store._PUBLISH_BATCH", 16),
+        mock.patch.object(client, "batch_update_points", wraps=client.batch_update_points) as b,
+    ):
+        store.publish_many([("t", f"d{i}", "g1") for i in range(n)])
+
+    assert [len(c.kwargs["update_operations"]) for c in b.call_args_list] == [32, 32, 16]
+    assert {s.published for s in store.inventory()} == {True}
 
 
 def test_qdrant_from_settings_builds_the_client(tmp_path: Path) -> None:

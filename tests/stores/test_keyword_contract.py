@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from retrieval_svc.stores.base import Hit, KeywordStore, StoredChunk
-from tests.stores.conftest import Backend, chunk, known_bug
+from tests.stores.conftest import Backend, chunk
 
 DOCS = {
     "refunds": "refund an unused shipping label within thirty days of purchase",
@@ -26,6 +26,7 @@ def _docs(hits: list[Hit]) -> list[str]:
 def _inventory(store: KeywordStore) -> set[StoredChunk]:
     items = store.inventory()
     assert len(items) == len(set(items)), "inventory lists a chunk twice"
+    assert store.count() == len(items), "count() disagrees with inventory()"
     return set(items)
 
 
@@ -60,6 +61,15 @@ def test_search_respects_limit(keyword_store: KeywordStore) -> None:
     _write(keyword_store, "t", {f"d{i}": "parcel " * (i + 1) for i in range(5)})
 
     assert len(keyword_store.search("t", "parcel", limit=2)) == 2
+
+
+def test_search_with_limit_zero_is_empty(
+    request: pytest.FixtureRequest, keyword_backend: Backend[KeywordStore]
+) -> None:
+    store = keyword_backend.new()
+    _write(store, "t", DOCS)
+
+    assert store.search("t", "parcel", limit=0) == []
 
 
 @pytest.mark.parametrize("query", ["", "   ", "?!", "AND OR NOT", 'title:"x', "label)"])
@@ -121,13 +131,36 @@ def test_replace_removes_the_old_chunks(keyword_store: KeywordStore) -> None:
     }
 
 
+def test_replace_many_replaces_each_document(keyword_store: KeywordStore) -> None:
+    _write(keyword_store, "t", {"doc": "old parcel", "keep": "old parcel"})
+    _write(keyword_store, "u", {"doc": "old parcel"})
+
+    keyword_store.replace_many(
+        [
+            ("t", "doc", [chunk("t", "doc", 0, "g2", text="new parcel")]),
+            ("u", "new", [chunk("u", "new", i, "g1", text="new label") for i in range(2)]),
+        ]
+    )
+    keyword_store.replace_many([])
+
+    assert _inventory(keyword_store) == {
+        StoredChunk("t", "doc", "doc#p0c0", "g2", True),
+        StoredChunk("t", "keep", "keep#p0c0", "g1", True),
+        StoredChunk("u", "doc", "doc#p0c0", "g1", True),
+        StoredChunk("u", "new", "new#p0c0", "g1", True),
+        StoredChunk("u", "new", "new#p0c1", "g1", True),
+    }
+    assert _docs(keyword_store.search("t", "old", limit=10)) == ["keep"]
+    assert _docs(keyword_store.search("u", "old", limit=10)) == ["doc"]
+
+
 def test_replace_is_idempotent(keyword_store: KeywordStore) -> None:
     chunks = [chunk("t", "doc", i, text=f"parcel {i}") for i in range(3)]
 
     keyword_store.replace("t", "doc", chunks)
     keyword_store.replace("t", "doc", chunks)
 
-    assert len(keyword_store.inventory()) == 3
+    assert len(keyword_store.inventory()) == keyword_store.count() == 3
     assert len(keyword_store.search("t", "parcel", limit=10)) == 3
 
 
@@ -140,17 +173,12 @@ def test_delete_returns_the_count_and_removes(keyword_store: KeywordStore) -> No
     assert keyword_store.delete("t", "never-written") == 0
     assert _docs(keyword_store.search("t", "parcel", limit=10)) == ["keep"]
     assert {s.document_id for s in keyword_store.inventory()} == {"keep"}
+    assert keyword_store.count() == 1
 
 
 def test_delete_counts_only_live_chunks_after_a_restart(
     request: pytest.FixtureRequest, keyword_backend: Backend[KeywordStore]
 ) -> None:
-    known_bug(
-        request,
-        keyword_backend,
-        tantivy="TantivyKeywordStore.delete counts with Searcher.doc_freq, which includes deleted "
-        "documents still held in merged segments: the count is stale (here 2 instead of 0)",
-    )
     store = keyword_backend.new()
     for i in range(10):  # enough commits for tantivy's merge policy to merge segments
         store.replace("t", f"d{i}", [chunk("t", f"d{i}", n, text="parcel") for n in range(2)])
@@ -162,6 +190,7 @@ def test_delete_counts_only_live_chunks_after_a_restart(
 
 def test_inventory_reports_every_chunk(keyword_store: KeywordStore) -> None:
     assert keyword_store.inventory() == []
+    assert keyword_store.count() == 0
     keyword_store.replace(
         "a", "d1", [chunk("a", "d1", 0, "g1", text="x"), chunk("a", "d1", 1, "g1", text="y")]
     )

@@ -50,6 +50,8 @@ class Corpus:
     queries: list[tuple[str, list[str], bool]]
     """(tenant, query words, include_unpublished); tenants include one with no documents."""
     deletes: list[tuple[str, str]]
+    batched: bool
+    """Write through upsert/publish_many and replace_many in one go, not document by document."""
 
 
 @st.composite
@@ -68,7 +70,7 @@ def corpora(draw: st.DrawFn) -> Corpus:
     queries = draw(st.lists(query, min_size=1, max_size=6))
     delete = st.tuples(st.sampled_from(tenants), st.sampled_from(DOCUMENT_IDS))
     deletes = draw(st.lists(delete, max_size=2))
-    return Corpus(tenants, writes, queries, deletes)
+    return Corpus(tenants, writes, queries, deletes, draw(st.booleans()))
 
 
 def _chunks(w: Write, generation: str) -> list[Chunk]:
@@ -110,12 +112,20 @@ def test_dense_search_never_crosses_tenants(
     store = dense_backend.new()
     try:
         written: Written = defaultdict(set)
-        for n, w in enumerate(corpus.writes):
-            chunks = _chunks(w, generation=f"g{n}")
-            store.upsert(chunks, _embed([c.text for c in chunks]))
-            if w.publish:
-                store.publish(w.tenant, w.document_id, f"g{n}")
+        batch = [(w, _chunks(w, generation=f"g{n}")) for n, w in enumerate(corpus.writes)]
+        for w, chunks in batch:
             written[w.tenant] |= {(c.chunk_id, c.generation, c.text) for c in chunks}
+        if corpus.batched:
+            all_chunks = [c for _, chunks in batch for c in chunks]
+            store.upsert(all_chunks, _embed([c.text for c in all_chunks]))
+            store.publish_many(
+                [(w.tenant, w.document_id, cs[0].generation) for w, cs in batch if w.publish]
+            )
+        else:
+            for w, chunks in batch:
+                store.upsert(chunks, _embed([c.text for c in chunks]))
+                if w.publish:
+                    store.publish(w.tenant, w.document_id, chunks[0].generation)
 
         for tenant, query, include_unpublished in corpus.queries:
             hits = store.search(tenant, _embed([" ".join(query)])[0], 20, include_unpublished)
@@ -140,10 +150,14 @@ def test_keyword_search_never_crosses_tenants(
     store = keyword_backend.new()
     try:
         written: Written = defaultdict(set)
-        for n, w in enumerate(corpus.writes):
-            chunks = _chunks(w, generation=f"g{n}")
-            store.replace(w.tenant, w.document_id, chunks)
+        batch = [(w, _chunks(w, generation=f"g{n}")) for n, w in enumerate(corpus.writes)]
+        for w, chunks in batch:
             written[w.tenant] |= {(c.chunk_id, c.generation, c.text) for c in chunks}
+        if corpus.batched:
+            store.replace_many([(w.tenant, w.document_id, chunks) for w, chunks in batch])
+        else:
+            for w, chunks in batch:
+                store.replace(w.tenant, w.document_id, chunks)
 
         for tenant, query, _ in corpus.queries:
             _assert_only_own_chunks(tenant, store.search(tenant, " ".join(query), 20), written)
