@@ -76,7 +76,8 @@ class TantivyKeywordStore:
         self._index.reload()
         searcher = self._index.searcher()
         # doc_freq would count deleted documents still held by segments; a search does not.
-        n = int(searcher.search(tantivy.Query.term_query(self._schema, "doc_key", key), 1).count)
+        found = searcher.search(tantivy.Query.term_query(self._schema, "doc_key", key), 1)
+        n = int(found.count)  # type: ignore[attr-defined]
         with self._lock:
             self._writer.delete_documents_by_term("doc_key", key)
             self._writer.commit()
