@@ -7,7 +7,11 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml requirements.lock | sha2
 export OMP_NUM_THREADS ?= 1
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: install run test check lint typecheck buf protos protos-check unit e2e eval lock clean
+OPENSEARCH_POM   := tests/opensearch_node/pom.xml
+OPENSEARCH_STAMP := $(VENV)/.opensearch-node-$(shell sha256sum $(OPENSEARCH_POM) | cut -c1-12)
+
+.PHONY: install run test check lint typecheck buf protos protos-check unit e2e integration \
+	opensearch-node eval bench lock clean
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,9 +26,20 @@ install: $(STAMP)
 run: install
 	$(BIN)/candor serve --demo
 
-## test: static checks, then the whole suite (unit, service, e2e).
-test: install check
+## test: static checks, then the whole suite (unit, stores, service, integration, e2e).
+## The OpenSearch tests run a real node from Maven Central jars (Java 17 + Maven).
+test: install check opensearch-node
 	$(BIN)/python -m pytest -q
+
+## opensearch-node: fetch the test node's jars from Maven Central into ~/.m2 (once per pom)
+$(OPENSEARCH_STAMP): $(OPENSEARCH_POM)
+	mvn -q -B -f $(OPENSEARCH_POM) dependency:build-classpath -Dmdep.outputFile=/dev/null
+	rm -f $(VENV)/.opensearch-node-* && touch $@
+
+opensearch-node: install $(OPENSEARCH_STAMP)
+
+integration: install opensearch-node
+	$(BIN)/python -m pytest -q tests/integration tests/stores
 
 check: lint typecheck buf protos-check
 
@@ -52,6 +67,9 @@ e2e: install
 
 eval: install
 	$(BIN)/python -m evals.sample_kb
+
+bench: install
+	$(BIN)/candor bench retrieval --out docs/benchmarks.md
 
 lock: install
 	(echo "# Exact versions CI installs (pip install -c requirements.lock -e '.[dev]'). Regenerate: make lock"; \

@@ -28,8 +28,7 @@ from retrieval_svc.knowledge_base import (
     RetrieveParams,
     check_collection,
 )
-from retrieval_svc.stores.edge import EdgeDenseStore
-from retrieval_svc.stores.tantivy_store import TantivyKeywordStore
+from retrieval_svc.stores.factory import open_dense, open_keyword
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["RetrievalService"].full_name
 _MODES = {
@@ -304,8 +303,8 @@ def build_retrieval(settings: Settings) -> ServiceSpec:
     check_collection(data_dir, embedder)
     kb = KnowledgeBase(
         embedder,
-        EdgeDenseStore(data_dir / "dense", embedder.dim),
-        TantivyKeywordStore(data_dir / "keyword"),
+        open_dense(settings.retrieval, embedder.dim),
+        open_keyword(settings.retrieval),
         settings.retrieval.chunk_words,
         settings.retrieval.chunk_overlap_words,
         settings.retrieval.embed_batch_size,

@@ -1,4 +1,4 @@
-"""OpenSearchKeywordStore against a real OpenSearch 2.x node (see conftest.py)."""
+"""OpenSearchKeywordStore against a real OpenSearch 2.x node (node: tests/opensearch_node_fixture.py)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,7 @@ from retrieval_svc.stores.opensearch_store import (
     OpenSearchMappingError,
     chunk_doc_id,
 )
-
-from .conftest import OpenSearchNode
+from tests.opensearch_node_fixture import OpenSearchNode
 
 # The first test also pays for the session node: start-up (~8 s) and, on a machine whose Maven
 # repository is cold, the jar download (~35 s here), hence more than the suite's 120 s default.

@@ -166,3 +166,21 @@ def test_rerun_after_a_mid_write_failure_leaves_exactly_one_copy(kb: KnowledgeBa
         assert len(ids) == len(set(ids)) == ok.chunks, type(store).__name__
         assert all(c.published for c in mine)
         assert len({c.generation for c in mine}) == 1
+
+
+def test_verify_finds_and_repair_fixes_drift_between_the_real_stores(kb: KnowledgeBase) -> None:
+    from retrieval_svc.ingest import chunk_document, embedding_text
+    from retrieval_svc.reconcile import find_drift, repair
+
+    assert find_drift(kb._dense.inventory(), kb._keyword.inventory()) == []
+    # A write that died after the keyword commit but before publishing the dense generation.
+    doc = SourceDocument("t1", "tides", "Tides", "Tides now explained by a new theory.", 1)
+    chunks = chunk_document(doc, 60, 15)
+    kb._dense.upsert(chunks, kb.embedder.embed([embedding_text(c) for c in chunks]))
+    kb._keyword.replace_many([("t1", "tides", chunks)])
+    drifts = find_drift(kb._dense.inventory(), kb._keyword.inventory())
+    assert [(d.document_id, d.kind) for d in drifts] == [("tides", "stale_dense")]
+    assert repair(drifts, kb._dense, kb._keyword) == []
+    assert find_drift(kb._dense.inventory(), kb._keyword.inventory()) == []
+    top = _retrieve(kb, "new theory of tides", mode="dense").candidates[0]
+    assert "new theory" in top.chunk.text

@@ -32,16 +32,8 @@ DIM = 8
 """Dense suites use small hand-made vectors (no model): one axis per vocabulary word."""
 
 DENSE_BACKENDS = ["edge", "qdrant"]
-KEYWORD_BACKENDS = ["tantivy"]
-# To add OpenSearch (retrieval_svc/stores/opensearch_store.py, tests/integration/conftest.py):
-#   1. append "opensearch" to KEYWORD_BACKENDS;
-#   2. make the session fixture ``opensearch_url`` visible here. Fixtures in
-#      tests/integration/conftest.py are only seen by tests under tests/integration/, so move
-#      ``opensearch_url`` and the fixtures it depends on (``opensearch_node``,
-#      ``opensearch_node_factory``) up to tests/conftest.py, or into a plain module imported by
-#      both conftests. They should pytest.skip() when Java / the node is unavailable, so the
-#      embedded backends still run everywhere;
-#   3. uncomment the "opensearch" branch in ``keyword_backend`` below.
+KEYWORD_BACKENDS = ["tantivy", "opensearch"]
+# The OpenSearch node is a session fixture in tests/opensearch_node_fixture.py.
 # Index names from ``Backend.new()`` are lowercase, unique per test and valid OpenSearch names.
 
 StoreT = TypeVar("StoreT", DenseStore, KeywordStore)
@@ -123,14 +115,14 @@ def keyword_backend(
         backend: Backend[KeywordStore] = Backend(
             name, lambda loc: TantivyKeywordStore(tmp_path / loc)
         )
-    # elif name == "opensearch":
-    #     from candor.settings import OpenSearchSettings
-    #     from retrieval_svc.stores.opensearch_store import OpenSearchKeywordStore
-    #
-    #     url: str = request.getfixturevalue("opensearch_url")
-    #     backend = Backend(
-    #         name, lambda loc: OpenSearchKeywordStore(OpenSearchSettings(hosts=(url,), index=loc))
-    #     )
+    elif name == "opensearch":
+        from candor.settings import OpenSearchSettings
+        from retrieval_svc.stores.opensearch_store import OpenSearchKeywordStore
+
+        url: str = request.getfixturevalue("opensearch_url")
+        backend = Backend(
+            name, lambda loc: OpenSearchKeywordStore(OpenSearchSettings(hosts=(url,), index=loc))
+        )
     else:  # pragma: no cover - a name added to KEYWORD_BACKENDS without a branch
         raise ValueError(f"no keyword backend fixture for {name!r}")
     yield backend

@@ -8,7 +8,7 @@ plugin, a 512 MB heap and a throwaway data directory.
 
 Java or Maven missing is a test *error*, never a skip: these tests guard the production keyword
 arm and must run in CI. Warm a fresh machine with
-``mvn -q -f tests/integration/opensearch_node/pom.xml dependency:go-offline``.
+``mvn -q -f tests/opensearch_node/pom.xml dependency:go-offline``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,108 @@
+"""Drift between the dense and keyword stores: find it (pure) and repair what can be repaired.
+
+A document is consistent when both stores hold the same generation with the same chunk ids and
+the dense copy is published. Anything else is drift, usually left by a write that failed
+part-way.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from retrieval_svc.stores.base import DenseStore, KeywordStore, StoredChunk
+
+#: Fixable by publishing the keyword store's generation in the dense store.
+REPUBLISH = frozenset({"unpublished", "stale_dense", "orphan_staged"})
+
+
+@dataclass(frozen=True)
+class Drift:
+    tenant: str
+    document_id: str
+    kind: str
+    """unpublished, stale_dense, orphan_staged, chunk_mismatch, missing_dense, missing_keyword."""
+    detail: str
+    keyword_generation: str = ""
+
+
+def _group(chunks: Iterable[StoredChunk]) -> dict[tuple[str, str], list[StoredChunk]]:
+    out: dict[tuple[str, str], list[StoredChunk]] = defaultdict(list)
+    for c in chunks:
+        out[(c.tenant, c.document_id)].append(c)
+    return out
+
+
+def find_drift(dense: Sequence[StoredChunk], keyword: Sequence[StoredChunk]) -> list[Drift]:
+    """Compare two inventories document by document."""
+    d_docs, k_docs = _group(dense), _group(keyword)
+    drifts: list[Drift] = []
+    for key in sorted(set(d_docs) | set(k_docs)):
+        tenant, doc = key
+        d, k = d_docs.get(key, []), k_docs.get(key, [])
+        if not k:
+            drifts.append(Drift(tenant, doc, "missing_keyword", f"{len(d)} dense chunk(s) only"))
+            continue
+        k_gens = {c.generation for c in k}
+        if len(k_gens) != 1:
+            drifts.append(Drift(tenant, doc, "chunk_mismatch", f"keyword generations {k_gens}"))
+            continue
+        (k_gen,) = k_gens
+        if not d:
+            drifts.append(
+                Drift(tenant, doc, "missing_dense", f"{len(k)} keyword chunk(s) only", k_gen)
+            )
+            continue
+        published = {c.generation for c in d if c.published}
+        staged = {c.generation for c in d if not c.published}
+        current = [c for c in d if c.generation == k_gen]
+        if not current:
+            drifts.append(
+                Drift(tenant, doc, "missing_dense", f"dense lacks generation {k_gen}", k_gen)
+            )
+        elif {c.chunk_id for c in current} != {c.chunk_id for c in k}:
+            drifts.append(
+                Drift(tenant, doc, "chunk_mismatch", f"generation {k_gen} chunk ids differ", k_gen)
+            )
+        elif not published:
+            drifts.append(Drift(tenant, doc, "unpublished", f"generation {k_gen} staged", k_gen))
+        elif published != {k_gen}:
+            drifts.append(
+                Drift(
+                    tenant,
+                    doc,
+                    "stale_dense",
+                    f"dense serves {sorted(published)}, keyword {k_gen}",
+                    k_gen,
+                )
+            )
+        elif staged:
+            drifts.append(
+                Drift(tenant, doc, "orphan_staged", f"staged leftovers {sorted(staged)}", k_gen)
+            )
+    return drifts
+
+
+def repair(
+    drifts: Sequence[Drift], dense: DenseStore, keyword: KeywordStore, drop_partial: bool = False
+) -> list[Drift]:
+    """Fix publish-state drift; with ``drop_partial`` also delete one-store-only documents.
+
+    Returns the drifts left unrepaired (those need the document re-ingested from its source).
+    """
+    fixable = [d for d in drifts if d.kind in REPUBLISH]
+    dense.publish_many([(d.tenant, d.document_id, d.keyword_generation) for d in fixable])
+    left = [d for d in drifts if d.kind not in REPUBLISH]
+    if not drop_partial:
+        return left
+    remaining = []
+    for d in left:
+        if d.kind == "missing_keyword":
+            dense.delete(d.tenant, d.document_id)
+        elif d.kind == "missing_dense":
+            keyword.delete(d.tenant, d.document_id)
+            dense.delete(d.tenant, d.document_id)
+        else:
+            remaining.append(d)
+    return remaining
