@@ -1,4 +1,4 @@
-"""OpenSearchKeywordStore against a real OpenSearch 2.x node (node: tests/opensearch_node_fixture.py)."""
+"""OpenSearchKeywordStore against a real OpenSearch 2.x node (tests/opensearch_node_fixture.py)."""
 
 from __future__ import annotations
 
