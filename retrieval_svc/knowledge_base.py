@@ -6,7 +6,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from retrieval_svc import fusion
 from retrieval_svc.embed.base import Embedder
+from retrieval_svc.embed.batcher import QueryBatcher
 from retrieval_svc.fusion import RRF_K
 from retrieval_svc.ingest import SourceDocument, chunk_document, embedding_text
 from retrieval_svc.stores.base import Chunk, DenseStore, Hit, KeywordStore
@@ -118,6 +119,8 @@ class KnowledgeBase:
         self._chunk_words, self._overlap = chunk_words, overlap_words
         self._batch = batch_size
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="arm")
+        self._queries = QueryBatcher(embedder, self._pool)
+        self._ingest_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ingest-embed")
 
     def upsert(
         self,
@@ -155,12 +158,18 @@ class KnowledgeBase:
     def _embed(
         self, chunks: Sequence[Chunk], progress: Callable[[int, int], None] | None
     ) -> npt.NDArray[np.float32]:
+        batches = [
+            [embedding_text(c) for c in chunks[start : start + self._batch]]
+            for start in range(0, len(chunks), self._batch)
+        ]
         parts = []
-        for start in range(0, len(chunks), self._batch):
-            batch = chunks[start : start + self._batch]
-            parts.append(self.embedder.embed([embedding_text(c) for c in batch]))
+        done = 0
+        # Two batches at a time: ONNX Runtime releases the GIL, so both cores embed.
+        for vectors in self._ingest_pool.map(self.embedder.embed, batches):
+            parts.append(vectors)
+            done += len(vectors)
             if progress is not None:
-                progress(min(start + self._batch, len(chunks)), len(chunks))
+                progress(done, len(chunks))
         return np.concatenate(parts) if parts else np.zeros((0, self.embedder.dim), np.float32)
 
     def _write(
@@ -215,20 +224,34 @@ class KnowledgeBase:
                 log.warning("cannot count store", extra={"arm": arm, "error": repr(exc)})
         return out
 
-    def _dense_arm(self, p: RetrieveParams) -> list[Hit]:
-        vector = self.embedder.embed([p.query])[0]
-        return self._dense.search(p.tenant, vector, p.candidate_pool, p.include_unpublished)
+    async def _dense_arm(self, p: RetrieveParams) -> list[Hit]:
+        vector = await self._queries.embed(p.query)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._pool,
+            self._dense.search,
+            p.tenant,
+            vector,
+            p.candidate_pool,
+            p.include_unpublished,
+        )
 
-    def _keyword_arm(self, p: RetrieveParams) -> list[Hit]:
-        return self._keyword.search(p.tenant, p.query, p.candidate_pool)
+    async def _keyword_arm(self, p: RetrieveParams) -> list[Hit]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._pool, self._keyword.search, p.tenant, p.query, p.candidate_pool
+        )
 
     async def _run_arm(
-        self, arm: str, fn: Callable[[RetrieveParams], list[Hit]], p: RetrieveParams, budget: float
+        self,
+        arm: str,
+        fn: Callable[[RetrieveParams], Awaitable[list[Hit]]],
+        p: RetrieveParams,
+        budget: float,
     ) -> ArmOutcome:
-        loop = asyncio.get_running_loop()
         start = time.perf_counter()
         try:
-            hits = await asyncio.wait_for(loop.run_in_executor(self._pool, fn, p), budget)
+            hits = await asyncio.wait_for(fn(p), budget)
         except TimeoutError:
             return ArmOutcome(arm, "timeout", [], time.perf_counter() - start, f"> {budget:.3f}s")
         except Exception as exc:
@@ -267,5 +290,6 @@ class KnowledgeBase:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._ingest_pool.shutdown(wait=False, cancel_futures=True)
         self._dense.close()
         self._keyword.close()
