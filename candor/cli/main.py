@@ -53,6 +53,26 @@ def parser() -> argparse.ArgumentParser:
     search.add_argument("--top-k", type=int, default=10)
     _common(search)
     search.set_defaults(target="127.0.0.1:50051")
+    verify = sub.add_parser(
+        "verify",
+        help="find drift between the dense and keyword stores (stop the server first "
+        "when they are the embedded ones)",
+    )
+    verify.add_argument("--config", default=None)
+    verify.add_argument("--repair", action="store_true", help="fix publish-state drift")
+    verify.add_argument(
+        "--drop-partial",
+        action="store_true",
+        help="with --repair: delete documents present in only one store",
+    )
+    reindex = sub.add_parser(
+        "reindex",
+        help="re-ingest a source tree: replaces every document "
+        "it holds in both stores, repairing any drift for them",
+    )
+    reindex.add_argument("path", type=Path)
+    _common(reindex)
+    reindex.set_defaults(target="127.0.0.1:50051")
     bench = sub.add_parser("bench", help="benchmarks (see docs/benchmarks.md)")
     bench.add_argument("what", choices=["retrieval"])
     bench.add_argument("rest", nargs=argparse.REMAINDER)
@@ -100,17 +120,45 @@ def _demo(services: list, started: float) -> None:  # type: ignore[type-arg]
     )
 
 
+def _verify(args: argparse.Namespace) -> int:
+    from retrieval_svc.embed.minilm import MiniLMEmbedder
+    from retrieval_svc.reconcile import find_drift, repair
+    from retrieval_svc.stores.factory import open_dense, open_keyword
+
+    settings = load_settings(args.config)
+    dense = open_dense(settings.retrieval, MiniLMEmbedder.dim)
+    keyword = open_keyword(settings.retrieval)
+    try:
+        drifts = find_drift(dense.inventory(), keyword.inventory())
+        for d in drifts:
+            print(f"{d.kind:<16} tenant={d.tenant} document={d.document_id}: {d.detail}")
+        print(f"{len(drifts)} document(s) drifted")
+        if args.repair and drifts:
+            left = repair(drifts, dense, keyword, drop_partial=args.drop_partial)
+            print(
+                f"repaired {len(drifts) - len(left)}; {len(left)} need re-ingesting "
+                "(candor reindex PATH)"
+            )
+            return 1 if left else 0
+        return 1 if drifts else 0
+    finally:
+        dense.close()
+        keyword.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "serve":
         return asyncio.run(_serve(args))
+    if args.command == "verify":
+        return _verify(args)
     if args.command == "bench":
         from evals import bench_retrieval
 
         return bench_retrieval.main(args.rest)
     try:
         with grpc.insecure_channel(args.target) as channel:
-            if args.command == "ingest":
+            if args.command in ("ingest", "reindex"):
                 report = client.ingest(
                     channel, args.path, args.tenant, args.api_key, progress=client.print_progress
                 )
