@@ -20,6 +20,7 @@ class EvidenceItem:
 class GenerationInput:
     query: str
     evidence: tuple[EvidenceItem, ...]
+    """Admitted evidence after the context budget, highest-ranked first; numbered from 1."""
     language: str
     tier: str
     clarify_only: bool = False
@@ -34,9 +35,31 @@ class Draft:
     is_clarification: bool = False
 
 
+class BackendError(Exception):
+    """The LLM call failed; ``reason`` is a stable code for logs, metrics and ErrorInfo.
+
+    Reasons: ``TIMEOUT``, ``RATE_LIMITED`` (429 after every retry), ``UPSTREAM_UNAVAILABLE``
+    (5xx or connection failure after every retry), ``UPSTREAM_REJECTED`` (other 4xx: key,
+    model, request), ``MALFORMED_STREAM`` (the stream broke its own protocol),
+    ``UPSTREAM_ERROR`` (the model reported an error inside the stream).
+    """
+
+    def __init__(self, reason: str, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.status = status
+
+
 class LLMBackend(Protocol):
     name: str
 
     def stream(self, inp: GenerationInput) -> AsyncIterator[str | Draft]:
-        """Yield text deltas, then exactly one Draft."""
+        """Yield text deltas, then exactly one Draft; raise BackendError on failure.
+
+        Closing the iterator early (client cancellation) must stop the LLM call.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections (called once, when the service stops)."""
         ...

@@ -34,6 +34,9 @@ class ExtractiveBackend:
     def __init__(self, max_sentences: int = 3) -> None:
         self._max = max_sentences
 
+    async def aclose(self) -> None:
+        """Nothing to release: the extractive answerer holds no connections."""
+
     def select(self, inp: GenerationInput) -> list[tuple[int, str]]:
         """(evidence index, sentence) pairs, best first, at most ``max_sentences``."""
         query = set(content_terms(inp.query))

@@ -18,6 +18,7 @@ from qdrant_edge import (
     EdgeVectorParams,
     FieldCondition,
     Filter,
+    PayloadSchemaType,
     MatchValue,
     Point,
     Query,
@@ -30,6 +31,7 @@ from retrieval_svc.stores.base import Chunk, Hit, StoredChunk
 
 # Keyword values, not booleans: Edge 0.9 does not match MatchValue(True) on bool payloads.
 PUBLISHED, STAGED = "published", "staged"
+INDEXED_FIELDS = ("tenant", "document_id", "generation", "visibility")
 _NAMESPACE = uuid.UUID("5b0c3f0e-4f7e-4a59-9a43-3f3c2a1b7d10")
 
 
@@ -52,6 +54,14 @@ class EdgeDenseStore:
         )
         # The shard is not documented as thread-safe; arms run in worker threads.
         self._lock = threading.Lock()
+        # Without payload indexes every tenant filter, publish and delete scans all points,
+        # which makes ingest quadratic in the collection size.
+        info = self._shard.info()
+        for name in INDEXED_FIELDS:
+            if name not in (info.payload_schema or {}):
+                self._shard.update(
+                    UpdateOperation.create_field_index(name, PayloadSchemaType.Keyword)
+                )
 
     def upsert(self, chunks: Sequence[Chunk], vectors: npt.NDArray[np.float32]) -> None:
         points = [
