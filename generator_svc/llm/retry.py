@@ -1,0 +1,131 @@
+"""Shared plumbing for the HTTP backends: retry with backoff before a stream starts, secrets.
+
+Only the opening of a stream is retried (429, 5xx, connection failures). Once the first event
+has arrived, text may already have reached the caller, so a failure after that is final.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from generator_svc.llm.base import BackendError
+
+T = TypeVar("T")
+Sleep = Callable[[float], Awaitable[None]]
+log = logging.getLogger("candor.generator.llm")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_retries: int = 2
+    """Retries after the first attempt (so at most ``max_retries + 1`` requests)."""
+    backoff_seconds: float = 0.5
+    """First delay; doubles each retry, with jitter of -50%..0%."""
+    backoff_max_seconds: float = 8.0
+    """Cap for one delay, also for a server's ``Retry-After``."""
+
+    def delay(self, attempt: int, retry_after: float | None, rng: Callable[[], float]) -> float:
+        """Seconds to wait before retry number ``attempt + 1`` (``attempt`` counts from 0)."""
+        if retry_after is not None and retry_after >= 0:
+            return min(retry_after, self.backoff_max_seconds)
+        base = min(self.backoff_max_seconds, self.backoff_seconds * 2.0**attempt)
+        return base * (0.5 + 0.5 * rng())
+
+
+class RetryableError(BackendError):
+    """A failure before the stream started that another attempt may cure."""
+
+    def __init__(
+        self,
+        reason: str,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(reason, message, status=status)
+        self.retry_after = retry_after
+
+
+def is_retryable_status(status: int) -> bool:
+    return status == 429 or (status >= 500 and status not in (501, 505))
+
+
+def status_error(status: int, detail: str, headers: Mapping[str, str]) -> BackendError:
+    """The BackendError for a non-2xx answer to the request that opens a stream."""
+    message = f"LLM endpoint answered HTTP {status}" + (f": {detail[:300]}" if detail else "")
+    if is_retryable_status(status):
+        reason = "RATE_LIMITED" if status == 429 else "UPSTREAM_UNAVAILABLE"
+        return RetryableError(
+            reason, message, status=status, retry_after=parse_retry_after(headers)
+        )
+    return BackendError("UPSTREAM_REJECTED", message, status=status)
+
+
+def parse_retry_after(headers: Mapping[str, str]) -> float | None:
+    """``Retry-After`` in seconds (the HTTP-date form is ignored: backoff applies then)."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    if "retry-after-ms" in lowered:
+        try:
+            return float(lowered["retry-after-ms"]) / 1000
+        except ValueError:
+            pass
+    try:
+        return float(lowered["retry-after"])
+    except (KeyError, ValueError):
+        return None
+
+
+async def open_with_retries(
+    open_once: Callable[[], Awaitable[T]],
+    policy: RetryPolicy,
+    *,
+    backend: str,
+    sleep: Sleep = asyncio.sleep,
+    rng: Callable[[], float] = random.random,
+) -> T:
+    """Run ``open_once`` until it returns, retrying RetryableError with backoff."""
+    attempt = 0
+    while True:
+        try:
+            return await open_once()
+        except RetryableError as exc:
+            if attempt >= policy.max_retries:
+                raise BackendError(
+                    exc.reason, f"{exc} (gave up after {attempt + 1} attempts)", status=exc.status
+                ) from exc
+            delay = policy.delay(attempt, exc.retry_after, rng)
+            log.warning(
+                "LLM request failed, retrying",
+                extra={
+                    "backend": backend,
+                    "reason": exc.reason,
+                    "status": exc.status,
+                    "attempt": attempt + 1,
+                    "delay_seconds": round(delay, 3),
+                },
+            )
+            await sleep(delay)
+            attempt += 1
+
+
+def read_secret(value: str, file: str, env_var: str = "") -> str:
+    """A secret from a mounted file (wins), else the configured value, else ``env_var``."""
+    if file:
+        try:
+            secret = Path(file).read_text().strip()
+        except OSError as exc:
+            raise RuntimeError(f"cannot read secret file {file}: {exc}") from exc
+        if not secret:
+            raise RuntimeError(f"secret file {file} is empty")
+        return secret
+    if value:
+        return value
+    return os.environ.get(env_var, "") if env_var else ""
