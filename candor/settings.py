@@ -108,6 +108,8 @@ class RetrievalSettings:
     max_document_chars: int = 1_000_000
     chunk_words: int = 60
     chunk_overlap_words: int = 15
+    edge_index_threshold: int = 10_000
+    """Embedded dense arm: build HNSW at start-up once this many vectors are unindexed."""
     embed_threads: int = 1
     embed_batch_size: int = 32
 

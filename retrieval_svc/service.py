@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from pathlib import Path
 
@@ -28,8 +29,10 @@ from retrieval_svc.knowledge_base import (
     RetrieveParams,
     check_collection,
 )
+from retrieval_svc.stores.edge import EdgeDenseStore
 from retrieval_svc.stores.factory import open_dense, open_keyword
 
+log = logging.getLogger("candor.retrieval")
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["RetrievalService"].full_name
 _MODES = {
     pb.RETRIEVAL_MODE_UNSPECIFIED: "hybrid",
@@ -301,9 +304,17 @@ def build_retrieval(settings: Settings) -> ServiceSpec:
     data_dir = Path(settings.retrieval.data_dir)
     embedder = MiniLMEmbedder(threads=settings.retrieval.embed_threads)
     check_collection(data_dir, embedder)
+    dense = open_dense(settings.retrieval, embedder.dim)
+    if isinstance(dense, EdgeDenseStore):
+        started = time.perf_counter()
+        if dense.build_index_if_needed(settings.retrieval.edge_index_threshold):
+            log.info(
+                "built the dense HNSW index",
+                extra={"seconds": round(time.perf_counter() - started, 1)},
+            )
     kb = KnowledgeBase(
         embedder,
-        open_dense(settings.retrieval, embedder.dim),
+        dense,
         open_keyword(settings.retrieval),
         settings.retrieval.chunk_words,
         settings.retrieval.chunk_overlap_words,

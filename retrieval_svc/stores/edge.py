@@ -18,8 +18,8 @@ from qdrant_edge import (
     EdgeVectorParams,
     FieldCondition,
     Filter,
-    PayloadSchemaType,
     MatchValue,
+    PayloadSchemaType,
     Point,
     Query,
     QueryRequest,
@@ -121,6 +121,19 @@ class EdgeDenseStore:
         with self._lock:
             points = self._shard.query(request)
         return [Hit(_chunk(p.payload or {}), float(p.score)) for p in points]
+
+    def build_index_if_needed(self, min_unindexed: int) -> bool:
+        """Build HNSW for unindexed vectors if there are at least ``min_unindexed`` of them.
+
+        Edge's optimizer runs in the caller's thread and holds the GIL (tens of seconds at
+        100k vectors), so the service calls this at start-up, before it reports SERVING.
+        Until then, search is exact (brute force), which is fast below ~20k vectors.
+        """
+        with self._lock:
+            info = self._shard.info()
+            if info.points_count - info.indexed_vectors_count < min_unindexed:
+                return False
+            return bool(self._shard.optimize())
 
     def count(self) -> int:
         with self._lock:
