@@ -85,6 +85,20 @@ class OpenSearchSettings:
 
 
 @dataclass(frozen=True)
+class CohereEmbedSettings:
+    """Cohere embed (when retrieval.embedder is cohere)."""
+
+    model: str = "embed-multilingual-v3.0"
+    dimension: int = 0
+    """0 means the model's default."""
+    api_key: str = ""
+    api_key_file: str = ""
+    base_url: str = ""
+    timeout_seconds: float = 15.0
+    max_retries: int = 4
+
+
+@dataclass(frozen=True)
 class RetrievalSettings:
     server: ServerSettings = ServerSettings(port=50051, metrics_port=9101)
     data_dir: str = "data"
@@ -97,6 +111,7 @@ class RetrievalSettings:
     """minilm (bundled English), multilingual (bundled), or cohere."""
     qdrant: QdrantSettings = QdrantSettings()
     opensearch: OpenSearchSettings = OpenSearchSettings()
+    cohere: CohereEmbedSettings = CohereEmbedSettings()
     candidate_pool: int = 30
     top_k: int = 10
     rrf_k: int = 60
@@ -274,6 +289,10 @@ def _validate(s: Settings) -> None:
     checks = [
         (r.candidate_pool >= 1, "retrieval.candidate_pool must be >= 1"),
         (r.dense_backend in ("edge", "qdrant"), "retrieval.dense_backend must be edge or qdrant"),
+        (
+            r.embedder in ("minilm", "multilingual", "cohere"),
+            "retrieval.embedder must be minilm, multilingual or cohere",
+        ),
         (
             r.keyword_backend in ("tantivy", "opensearch"),
             "retrieval.keyword_backend must be tantivy or opensearch",

@@ -113,13 +113,15 @@ class KnowledgeBase:
         chunk_words: int = 60,
         overlap_words: int = 15,
         batch_size: int = 32,
+        query_embedder: Embedder | None = None,
     ) -> None:
         self.embedder = embedder
         self._dense, self._keyword = dense, keyword
         self._chunk_words, self._overlap = chunk_words, overlap_words
         self._batch = batch_size
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="arm")
-        self._queries = QueryBatcher(embedder, self._pool)
+        # Some embedders (Cohere) embed queries differently from documents.
+        self._queries = QueryBatcher(query_embedder or embedder, self._pool)
         self._ingest_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ingest-embed")
 
     def upsert(

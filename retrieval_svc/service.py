@@ -21,7 +21,7 @@ from candor.runtime.metrics import LATENCY_BUCKETS, ServiceMetrics
 from candor.runtime.server import ServiceSpec
 from candor.runtime.validation import check_query, check_tenant
 from candor.settings import Settings
-from retrieval_svc.embed.minilm import MiniLMEmbedder
+from retrieval_svc.embed.factory import open_embedders
 from retrieval_svc.ingest import SourceDocument
 from retrieval_svc.knowledge_base import (
     DENSE,
@@ -302,7 +302,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
 def build_retrieval(settings: Settings) -> ServiceSpec:
     """Open the embedded stores and return the service ready to boot."""
     data_dir = Path(settings.retrieval.data_dir)
-    embedder = MiniLMEmbedder(threads=settings.retrieval.embed_threads)
+    embedder, query_embedder = open_embedders(settings.retrieval)
     check_collection(data_dir, embedder)
     dense = open_dense(settings.retrieval, embedder.dim)
     if isinstance(dense, EdgeDenseStore):
@@ -319,6 +319,7 @@ def build_retrieval(settings: Settings) -> ServiceSpec:
         settings.retrieval.chunk_words,
         settings.retrieval.chunk_overlap_words,
         settings.retrieval.embed_batch_size,
+        query_embedder=query_embedder,
     )
     metrics = ServiceMetrics()
     servicer = RetrievalServicer(
