@@ -1,21 +1,23 @@
 """Versioned threshold config and the decision: which policy, which bounds, and why.
 
-A policy is a pure function from candidates + signals + config to a Decision, so the evaluation
-can run any seed's gate on the same data. The config's ``version`` travels with every decision.
+Every seed's gate is a policy selectable by config, so the evaluation can run them side by
+side on the same data; ``calibrated`` is the logistic model over all signals that
+``candor calibrate`` fits. A policy is a pure function of candidates, signals and config.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from gate_svc.refusal import DEFAULT_MESSAGES
-from gate_svc.signals import CandidateView, compute_signals, distance_confidence
+from gate_svc.rerank_view import RerankView
+from gate_svc.signals import CandidateView, Signals, compute_signals, distance_confidence, sigmoid
 
 DEFAULT_POLICY_PATH = Path(__file__).with_name("policy_default.yaml")
 
@@ -38,6 +40,68 @@ class Seed000Config:
 
 
 @dataclass(frozen=True)
+class Seed001Config:
+    """sigmoid(a * top_rrf + b * top_in_both + c); refit a, b, c offline."""
+
+    a: float = 120.0
+    b: float = 1.5
+    c: float = -3.0
+    confident: float = 0.75
+    uncertain: float = 0.45
+
+
+@dataclass(frozen=True)
+class Seed003Config:
+    """Composite retrieval quality: top score, top1-top5 gap, source concentration."""
+
+    w_top: float = 0.6
+    w_gap: float = 0.2
+    w_concentration: float = 0.2
+    gap_scale: float = 0.3
+    """A top1-top5 cosine gap of this size counts as full separation."""
+    decline_below: float = 0.3
+    confident: float = 0.85
+    uncertain: float = 0.6
+
+
+@dataclass(frozen=True)
+class Seed004Config:
+    """Reranked >= min_scale with >= min_chunks; without a reranker, RRF floor and ratio."""
+
+    rerank_min_scale: float = 2.0
+    rerank_min_chunks: float = 1.0
+    rrf_floor_fraction: float = 0.05
+    """The seed's 0.05 floor read as a fraction of the highest fused score possible
+    (sum of arm weights / (k + 1)); seed 004's absolute 0.05 can never be met with k=60."""
+    rrf_floor: float = -1.0
+    """Absolute floor instead of the fraction; -1 means unset. Rejected if unreachable."""
+    rrf_k: float = 60.0
+    arm_weight_sum: float = 2.0
+    ratio_min: float = 1.2
+
+    @property
+    def max_fused(self) -> float:
+        return self.arm_weight_sum / (self.rrf_k + 1.0)
+
+    @property
+    def effective_floor(self) -> float:
+        return self.rrf_floor if self.rrf_floor >= 0 else self.rrf_floor_fraction * self.max_fused
+
+
+@dataclass(frozen=True)
+class CalibratedConfig:
+    """Logistic model over named signals: sigmoid(bias + sum coef * (x - mean) / scale)."""
+
+    bias: float = 0.0
+    coefficients: Mapping[str, float] = field(default_factory=dict)
+    means: Mapping[str, float] = field(default_factory=dict)
+    scales: Mapping[str, float] = field(default_factory=dict)
+    refuse_on_missing_facets: bool = False
+    fitted_on: str = ""
+    """Provenance written by ``candor calibrate`` (dataset, split, date)."""
+
+
+@dataclass(frozen=True)
 class TierBounds:
     confident: float = 0.75
     uncertain: float = 0.45
@@ -48,12 +112,21 @@ class PolicyConfig:
     version: str
     policy: str = "seed000"
     seed000: Seed000Config = Seed000Config()
+    seed001: Seed001Config = Seed001Config()
+    seed003: Seed003Config = Seed003Config()
+    seed004: Seed004Config = Seed004Config()
+    calibrated: CalibratedConfig = CalibratedConfig()
     tiers: TierBounds = TierBounds()
     max_evidence: int = 5
     clarify_on_no_hits: bool = False
     default_language: str = "en"
     refusal_messages: Mapping[str, str] = field(default_factory=dict)
+    tenants: Mapping[str, PolicyConfig] = field(default_factory=dict)
     sha256: str = ""
+
+    def for_tenant(self, tenant: str) -> PolicyConfig:
+        """The effective config for a tenant (its overrides, else this one)."""
+        return self.tenants.get(tenant, self)
 
 
 @dataclass(frozen=True)
@@ -70,9 +143,10 @@ class Decision:
     thresholds: Mapping[str, float]
     policy_version: str
     policy_name: str
+    missing_facets: tuple[str, ...] = ()
 
 
-PolicyFn = Callable[[Sequence[CandidateView], Mapping[str, float], PolicyConfig], Decision]
+PolicyFn = Callable[[Sequence[CandidateView], Signals, PolicyConfig, RerankView | None], Decision]
 
 
 def display_confidence(confidence: float, tier: str, bounds: TierBounds) -> int:
@@ -87,137 +161,484 @@ def display_confidence(confidence: float, tier: str, bounds: TierBounds) -> int:
     return round(band[0] + frac * (band[1] - band[0]))
 
 
-def _tier(confidence: float, bounds: TierBounds) -> str:
-    return CONFIDENT if confidence >= bounds.confident else UNCERTAIN
+class _Builder:
+    """Shared shape of every policy's decision."""
+
+    def __init__(
+        self,
+        s: Signals,
+        config: PolicyConfig,
+        thresholds: Mapping[str, float],
+        bounds: TierBounds | None = None,
+    ) -> None:
+        self.s, self.config, self.thresholds = s, config, dict(thresholds)
+        self.bounds = bounds or config.tiers
+
+    def refuse(
+        self, reason: str, detail: str, confidence: float, outcome: str = REFUSE
+    ) -> Decision:
+        return Decision(
+            outcome,
+            NO_MATCH,
+            confidence,
+            display_confidence(confidence, NO_MATCH, self.bounds),
+            reason,
+            detail,
+            (),
+            self.s.values,
+            self.thresholds,
+            self.config.version,
+            self.config.policy,
+            self.s.missing_facets,
+        )
+
+    def passes(
+        self,
+        confidence: float,
+        evidence: Sequence[CandidateView],
+        detail: str,
+        reason: str = "passed",
+        tier: str | None = None,
+    ) -> Decision:
+        tier = tier or (CONFIDENT if confidence >= self.bounds.confident else UNCERTAIN)
+        return Decision(
+            PASS,
+            tier,
+            confidence,
+            display_confidence(confidence, tier, self.bounds),
+            reason,
+            detail,
+            tuple(evidence)[: self.config.max_evidence],
+            self.s.values,
+            self.thresholds,
+            self.config.version,
+            self.config.policy,
+            self.s.missing_facets,
+        )
+
+    def no_hits(self) -> Decision:
+        outcome = CLARIFY if self.config.clarify_on_no_hits else REFUSE
+        return self.refuse("no_hits", "retrieval returned no candidates", 0.0, outcome)
 
 
-def _refuse(
-    reason: str,
-    detail: str,
-    confidence: float,
-    signals: Mapping[str, float],
-    thresholds: Mapping[str, float],
-    config: PolicyConfig,
-    outcome: str = REFUSE,
-) -> Decision:
-    return Decision(
-        outcome=outcome,
-        tier=NO_MATCH,
-        confidence=confidence,
-        display_confidence=display_confidence(confidence, NO_MATCH, config.tiers),
-        reason=reason,
-        detail=detail,
-        evidence=(),
-        signals=signals,
-        thresholds=thresholds,
-        policy_version=config.version,
-        policy_name=config.policy,
+def _curated_first(
+    candidates: Sequence[CandidateView], b: _Builder, rest: Sequence[CandidateView]
+) -> Decision | None:
+    """Seed 000: curated answers bypass floor and gate and rank first."""
+    curated = [c for c in candidates if c.curated]
+    if not curated:
+        return None
+    return b.passes(
+        1.0,
+        [*curated, *[c for c in rest if not c.curated]],
+        f"curated answer {curated[0].document_id} matched",
+        "curated_answer",
+        CONFIDENT,
     )
 
 
 def seed000(
-    candidates: Sequence[CandidateView], signals: Mapping[str, float], config: PolicyConfig
+    candidates: Sequence[CandidateView],
+    s: Signals,
+    config: PolicyConfig,
+    rerank: RerankView | None = None,
 ) -> Decision:
-    """Seed 000: per-chunk distance confidence, chunk floor, average answer gate.
-
-    Curated answers are exempt from floor and gate and ranked first.
-    """
+    """Per-chunk distance confidence, chunk floor, average answer gate."""
     c = config.seed000
-    thresholds = {
-        "chunk_floor": c.chunk_floor,
-        "answer_gate": c.answer_gate,
-        "max_distance": c.max_distance,
-    }
-    sig = dict(signals)
+    b = _Builder(
+        s,
+        config,
+        {
+            "chunk_floor": c.chunk_floor,
+            "answer_gate": c.answer_gate,
+            "max_distance": c.max_distance,
+        },
+    )
     scored = [(cand, distance_confidence(cand.cosine, c.max_distance)) for cand in candidates]
-    curated = [(cand, conf) for cand, conf in scored if cand.curated]
     admitted = [(cand, conf) for cand, conf in scored if not cand.curated and conf >= c.chunk_floor]
     average = sum(conf for _, conf in admitted) / len(admitted) if admitted else 0.0
-    sig["admitted_chunks"] = float(len(admitted))
-    sig["average_admitted_confidence"] = average
-    if curated:
-        evidence = tuple(cand for cand, _ in [*curated, *admitted])[: config.max_evidence]
-        return Decision(
-            PASS,
-            CONFIDENT,
-            1.0,
-            100,
-            "curated_answer",
-            f"curated answer {curated[0][0].document_id} matched",
-            evidence,
-            sig,
-            thresholds,
-            config.version,
-            config.policy,
-        )
+    s.values["admitted_chunks"] = float(len(admitted))
+    s.values["average_admitted_confidence"] = average
+    if (curated := _curated_first(candidates, b, [cand for cand, _ in admitted])) is not None:
+        return curated
     if not candidates:
-        outcome = CLARIFY if config.clarify_on_no_hits else REFUSE
-        return _refuse(
-            "no_hits", "retrieval returned no candidates", 0.0, sig, thresholds, config, outcome
-        )
+        return b.no_hits()
     if not admitted:
         best = max(conf for _, conf in scored)
-        return _refuse(
+        return b.refuse(
             "below_floor",
             f"no chunk reached the floor: best {best:.1f} < {c.chunk_floor:g}",
             best / 100.0,
-            sig,
-            thresholds,
-            config,
         )
     if average < c.answer_gate:
-        return _refuse(
+        return b.refuse(
             "low_confidence",
             f"average admitted confidence {average:.1f} < gate {c.answer_gate:g}",
             average / 100.0,
-            sig,
-            thresholds,
-            config,
         )
-    confidence = average / 100.0
-    tier = _tier(confidence, config.tiers)
-    return Decision(
-        PASS,
-        tier,
-        confidence,
-        display_confidence(confidence, tier, config.tiers),
-        "passed",
+    return b.passes(
+        average / 100.0,
+        [cand for cand, _ in admitted],
         f"{len(admitted)} chunk(s) admitted, average confidence {average:.1f} >= {c.answer_gate:g}",
-        tuple(cand for cand, _ in admitted)[: config.max_evidence],
-        sig,
-        thresholds,
+    )
+
+
+def seed001(
+    candidates: Sequence[CandidateView],
+    s: Signals,
+    config: PolicyConfig,
+    rerank: RerankView | None = None,
+) -> Decision:
+    """Logistic calibration of top RRF score and top-hit consensus; tiers .75 / .45."""
+    c = config.seed001
+    bounds = TierBounds(c.confident, c.uncertain)
+    b = _Builder(
+        s,
+        config,
+        {"a": c.a, "b": c.b, "c": c.c, "confident": c.confident, "uncertain": c.uncertain},
+        bounds,
+    )
+    if (curated := _curated_first(candidates, b, candidates)) is not None:
+        return curated
+    if not candidates:
+        return b.no_hits()
+    conf = sigmoid(c.a * s.values["top_rrf"] + c.b * s.values["top_in_both"] + c.c)
+    if conf < c.uncertain:
+        return b.refuse("low_confidence", f"confidence {conf:.3f} < {c.uncertain:g}", conf)
+    return b.passes(conf, candidates, f"confidence {conf:.3f} >= {c.uncertain:g}")
+
+
+def seed003(
+    candidates: Sequence[CandidateView],
+    s: Signals,
+    config: PolicyConfig,
+    rerank: RerankView | None = None,
+) -> Decision:
+    """Composite retrieval quality; decline early below .3; tiers .85 / .6."""
+    c = config.seed003
+    bounds = TierBounds(c.confident, c.uncertain)
+    b = _Builder(
+        s,
+        config,
+        {"decline_below": c.decline_below, "confident": c.confident, "uncertain": c.uncertain},
+        bounds,
+    )
+    if (curated := _curated_first(candidates, b, candidates)) is not None:
+        return curated
+    if not candidates:
+        return b.no_hits()
+    v = s.values
+    gap = max(0.0, min(1.0, v["quality_gap"] / c.gap_scale)) if c.gap_scale > 0 else 0.0
+    composite = max(
+        0.0,
+        min(
+            1.0,
+            c.w_top * v["quality_top"]
+            + c.w_gap * gap
+            + c.w_concentration * v["source_concentration"],
+        ),
+    )
+    v["quality_composite"] = composite
+    if composite < c.decline_below:
+        return b.refuse(
+            "low_confidence",
+            f"declined early: quality {composite:.3f} < {c.decline_below:g}",
+            composite,
+        )
+    if composite < c.uncertain:
+        return b.refuse("low_confidence", f"quality {composite:.3f} < {c.uncertain:g}", composite)
+    return b.passes(composite, candidates, f"quality {composite:.3f} >= {c.uncertain:g}")
+
+
+def seed004(
+    candidates: Sequence[CandidateView],
+    s: Signals,
+    config: PolicyConfig,
+    rerank: RerankView | None = None,
+) -> Decision:
+    """Reranker relevance (0-3) when available, else the RRF floor and top1/top2 ratio."""
+    c = config.seed004
+    b = _Builder(
+        s,
+        config,
+        {
+            "rerank_min_scale": c.rerank_min_scale,
+            "rerank_min_chunks": c.rerank_min_chunks,
+            "rrf_floor": c.effective_floor,
+            "ratio_min": c.ratio_min,
+        },
+    )
+    if (curated := _curated_first(candidates, b, candidates)) is not None:
+        return curated
+    if not candidates:
+        return b.no_hits()
+    if rerank is not None and not rerank.fallback:
+        relevant = [
+            cand for cand in candidates if rerank.scale.get(cand.chunk_id, 0) >= c.rerank_min_scale
+        ]
+        s.values["rerank_relevant_chunks"] = float(len(relevant))
+        if len(relevant) < c.rerank_min_chunks:
+            return b.refuse(
+                "rerank_not_relevant",
+                f"{len(relevant)} chunk(s) reranked >= {c.rerank_min_scale:g}",
+                0.2,
+            )
+        best = max(rerank.scale.get(cand.chunk_id, 0) for cand in relevant)
+        conf = 0.9 if best >= 3 else 0.6
+        return b.passes(conf, relevant, f"{len(relevant)} chunk(s) reranked relevant")
+    note = f" (reranker fell back: {rerank.error})" if rerank is not None else ""
+    v = s.values
+    if v["top_rrf"] < c.effective_floor:
+        return b.refuse(
+            "below_floor",
+            f"top fused score {v['top_rrf']:.4f} < floor {c.effective_floor:.4f}" + note,
+            0.1,
+        )
+    if v["rrf_ratio"] < c.ratio_min:
+        return b.refuse(
+            "no_clear_winner", f"top1/top2 {v['rrf_ratio']:.3f} < {c.ratio_min:g}" + note, 0.3
+        )
+    return b.passes(
+        0.6, candidates, f"RRF floor and ratio {v['rrf_ratio']:.2f} cleared" + note, tier=UNCERTAIN
+    )
+
+
+def calibrated(
+    candidates: Sequence[CandidateView],
+    s: Signals,
+    config: PolicyConfig,
+    rerank: RerankView | None = None,
+) -> Decision:
+    """Logistic model over all signals, coefficients and bounds from the config."""
+    c = config.calibrated
+    b = _Builder(
+        s,
+        config,
+        {"confident": config.tiers.confident, "uncertain": config.tiers.uncertain, "bias": c.bias},
+    )
+    if (curated := _curated_first(candidates, b, candidates)) is not None:
+        return curated
+    if not candidates:
+        return b.no_hits()
+    z = c.bias
+    for name, coef in c.coefficients.items():
+        x = s.values.get(name, 0.0)
+        z += coef * (x - c.means.get(name, 0.0)) / (c.scales.get(name, 1.0) or 1.0)
+    conf = sigmoid(z)
+    s.values["calibrated_logit"] = z
+    if c.refuse_on_missing_facets and s.missing_facets:
+        return b.refuse(
+            "missing_facets", "evidence does not mention: " + ", ".join(s.missing_facets), conf
+        )
+    if conf < config.tiers.uncertain:
+        return b.refuse(
+            "low_confidence", f"confidence {conf:.3f} < {config.tiers.uncertain:g}", conf
+        )
+    return b.passes(conf, candidates, f"confidence {conf:.3f} >= {config.tiers.uncertain:g}")
+
+
+POLICIES: Mapping[str, PolicyFn] = {
+    "seed000": seed000,
+    "seed001": seed001,
+    "seed003": seed003,
+    "seed004": seed004,
+    "calibrated": calibrated,
+}
+
+
+def decide(
+    candidates: Sequence[CandidateView],
+    config: PolicyConfig,
+    query: str = "",
+    degraded_arms: int = 0,
+    rerank: RerankView | None = None,
+) -> Decision:
+    """Compute every signal and apply the configured policy."""
+    s = compute_signals(candidates, query, config.seed000.max_distance, degraded_arms=degraded_arms)
+    if rerank is not None:
+        s.values["rerank_fallback"] = 1.0 if rerank.fallback else 0.0
+        if rerank.scale:
+            s.values["rerank_top_scale"] = float(max(rerank.scale.values()))
+    return POLICIES[config.policy](candidates, s, config, rerank)
+
+
+def arms_unavailable(config: PolicyConfig, detail: str) -> Decision:
+    """The decision when retrieval could not be reached at all: refuse, never guess."""
+    return Decision(
+        REFUSE,
+        NO_MATCH,
+        0.0,
+        display_confidence(0.0, NO_MATCH, config.tiers),
+        "arms_unavailable",
+        detail,
+        (),
+        {},
+        {},
         config.version,
         config.policy,
     )
 
 
-POLICIES: Mapping[str, PolicyFn] = {"seed000": seed000}
+# --- parsing -------------------------------------------------------------------------------
+
+_NUMERIC_SECTIONS: Mapping[str, type[Any]] = {
+    "seed000": Seed000Config,
+    "seed001": Seed001Config,
+    "seed003": Seed003Config,
+    "seed004": Seed004Config,
+    "tiers": TierBounds,
+}
+_TOP_KEYS = {
+    "version",
+    "policy",
+    *(_NUMERIC_SECTIONS),
+    "calibrated",
+    "max_evidence",
+    "clarify_on_no_hits",
+    "default_language",
+    "refusal_messages",
+    "tenants",
+}
 
 
-def decide(candidates: Sequence[CandidateView], config: PolicyConfig) -> Decision:
-    """Compute every signal and apply the configured policy."""
-    signals = compute_signals(candidates, config.seed000.max_distance)
-    return POLICIES[config.policy](candidates, signals, config)
-
-
-def arms_unavailable(config: PolicyConfig, detail: str) -> Decision:
-    """The decision when retrieval could not be reached at all: refuse, never guess."""
-    return _refuse("arms_unavailable", detail, 0.0, {}, {}, config)
-
-
-def _section(cls: type[Any], data: Any, where: str) -> Any:
+def _numbers(cls: type[Any], data: Any, where: str) -> Any:
     if data is None:
         return cls()
     if not isinstance(data, dict):
         raise PolicyError(f"{where} must be a mapping")
-    known = set(cls.__dataclass_fields__)
+    known = {f.name for f in fields(cls)}
     unknown = set(data) - known
     if unknown:
         raise PolicyError(f"{where}: unknown keys {sorted(unknown)}")
-    try:
-        return cls(**{k: float(v) for k, v in data.items()})
-    except (TypeError, ValueError) as exc:
-        raise PolicyError(f"{where}: {exc}") from exc
+    out = {}
+    for k, v in data.items():
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise PolicyError(f"{where}.{k} must be a number, got {v!r}")
+        out[k] = float(v)
+    return cls(**out)
+
+
+def _calibrated(data: Any) -> CalibratedConfig:
+    from gate_svc.signals import SIGNAL_NAMES
+
+    if data is None:
+        return CalibratedConfig()
+    if not isinstance(data, dict):
+        raise PolicyError("calibrated must be a mapping")
+    unknown = set(data) - {f.name for f in fields(CalibratedConfig)}
+    if unknown:
+        raise PolicyError(f"calibrated: unknown keys {sorted(unknown)}")
+    maps: dict[str, dict[str, float]] = {}
+    for key in ("coefficients", "means", "scales"):
+        m = data.get(key) or {}
+        if not isinstance(m, dict) or not all(isinstance(v, int | float) for v in m.values()):
+            raise PolicyError(f"calibrated.{key} must map signal names to numbers")
+        bad = sorted(set(m) - SIGNAL_NAMES)
+        if bad:
+            raise PolicyError(f"calibrated.{key}: unknown signals {bad}")
+        maps[key] = {k: float(v) for k, v in m.items()}
+    if any(v == 0 for v in maps["scales"].values()):
+        raise PolicyError("calibrated.scales must be non-zero")
+    bias = data.get("bias", 0.0)
+    if isinstance(bias, bool) or not isinstance(bias, int | float):
+        raise PolicyError("calibrated.bias must be a number")
+    return CalibratedConfig(
+        float(bias),
+        maps["coefficients"],
+        maps["means"],
+        maps["scales"],
+        bool(data.get("refuse_on_missing_facets", False)),
+        str(data.get("fitted_on", "")),
+    )
+
+
+def _validate(p: PolicyConfig) -> None:
+    s0, s1, s3, s4, t = p.seed000, p.seed001, p.seed003, p.seed004, p.tiers
+    checks = [
+        (0 < s0.max_distance <= 2, "seed000.max_distance must be in (0, 2]"),
+        (
+            0 <= s0.chunk_floor <= 100 and 0 <= s0.answer_gate <= 100,
+            "seed000.chunk_floor and answer_gate must be in [0, 100]",
+        ),
+        (
+            0 <= t.uncertain <= t.confident <= 1,
+            "tiers must satisfy 0 <= uncertain <= confident <= 1",
+        ),
+        (
+            0 <= s1.uncertain <= s1.confident <= 1,
+            "seed001 bounds must satisfy 0 <= uncertain <= confident <= 1",
+        ),
+        (
+            0 <= s3.decline_below <= s3.uncertain <= s3.confident <= 1,
+            "seed003 bounds must satisfy 0 <= decline_below <= uncertain <= confident <= 1",
+        ),
+        (0 <= s4.rrf_floor_fraction <= 1, "seed004.rrf_floor_fraction must be in [0, 1]"),
+        (s4.rrf_k > 0 and s4.arm_weight_sum > 0, "seed004.rrf_k and arm_weight_sum must be > 0"),
+        (
+            s4.rrf_floor <= s4.max_fused,
+            f"seed004.rrf_floor {s4.rrf_floor:g} can never be met: the highest fused score with "
+            f"k={s4.rrf_k:g} and arm weights summing to {s4.arm_weight_sum:g} is "
+            f"{s4.arm_weight_sum:g}/{s4.rrf_k + 1:g} = {s4.max_fused:.4f}, so every query would "
+            "be refused",
+        ),
+        (0 <= s4.rerank_min_scale <= 3, "seed004.rerank_min_scale must be on the 0-3 scale"),
+        (1 <= p.max_evidence <= 50, "max_evidence must be in [1, 50]"),
+        (
+            p.policy != "calibrated" or bool(p.calibrated.coefficients),
+            "policy calibrated needs calibrated.coefficients (run candor calibrate)",
+        ),
+        (
+            s0.answer_gate <= 100 * (1 - 0) and s0.chunk_floor <= 100,
+            "seed000 thresholds above 100 can never be met",
+        ),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise PolicyError(message)
+
+
+def _parse_mapping(data: dict[str, Any], version: str, sha: str) -> PolicyConfig:
+    unknown = set(data) - _TOP_KEYS
+    if unknown:
+        raise PolicyError(f"unknown keys {sorted(unknown)}")
+    policy = str(data.get("policy", "seed000"))
+    if policy not in POLICIES:
+        raise PolicyError(f"policy {policy!r} is not one of {sorted(POLICIES)}")
+    sections = {k: _numbers(cls, data.get(k), k) for k, cls in _NUMERIC_SECTIONS.items()}
+    messages = data.get("refusal_messages") or {}
+    if not isinstance(messages, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and v for k, v in messages.items()
+    ):
+        raise PolicyError("refusal_messages must map language codes to non-empty strings")
+    max_evidence = data.get("max_evidence", 5)
+    if isinstance(max_evidence, bool) or not isinstance(max_evidence, int):
+        raise PolicyError("max_evidence must be an integer")
+    default_language = str(data.get("default_language", "en"))
+    if default_language not in {**DEFAULT_MESSAGES, **messages}:
+        raise PolicyError(
+            f"default_language {default_language!r} has no refusal message; add one under "
+            "refusal_messages"
+        )
+    config = PolicyConfig(
+        version=version,
+        policy=policy,
+        calibrated=_calibrated(data.get("calibrated")),
+        max_evidence=max_evidence,
+        clarify_on_no_hits=bool(data.get("clarify_on_no_hits", False)),
+        default_language=default_language,
+        refusal_messages=dict(messages),
+        sha256=sha,
+        **sections,
+    )
+    _validate(config)
+    return config
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), dict) else v
+    return out
 
 
 def parse_policy(text: str) -> PolicyConfig:
@@ -228,62 +649,28 @@ def parse_policy(text: str) -> PolicyConfig:
         raise PolicyError(f"not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
         raise PolicyError("top level must be a mapping")
-    allowed = {
-        "version",
-        "policy",
-        "seed000",
-        "tiers",
-        "max_evidence",
-        "clarify_on_no_hits",
-        "default_language",
-        "refusal_messages",
-    }
-    unknown = set(data) - allowed
-    if unknown:
-        raise PolicyError(f"unknown keys {sorted(unknown)}")
     raw_version = data.get("version")
     if not isinstance(raw_version, str) or not raw_version.strip():
         # YAML reads 1.10 as the float 1.1: only a string keeps the version exact.
         raise PolicyError("version is required and must be a quoted string")
     version = raw_version.strip()
-    policy = str(data.get("policy", "seed000"))
-    if policy not in POLICIES:
-        raise PolicyError(f"policy {policy!r} is not one of {sorted(POLICIES)}")
-    seed = _section(Seed000Config, data.get("seed000"), "seed000")
-    tiers = _section(TierBounds, data.get("tiers"), "tiers")
-    if not 0 < seed.max_distance <= 2:
-        raise PolicyError("seed000.max_distance must be in (0, 2]")
-    if not 0 <= seed.chunk_floor <= 100 or not 0 <= seed.answer_gate <= 100:
-        raise PolicyError("seed000.chunk_floor and answer_gate must be in [0, 100]")
-    if not 0 <= tiers.uncertain <= tiers.confident <= 1:
-        raise PolicyError("tiers must satisfy 0 <= uncertain <= confident <= 1")
-    messages = data.get("refusal_messages") or {}
-    if not isinstance(messages, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) and v for k, v in messages.items()
-    ):
-        raise PolicyError("refusal_messages must map language codes to non-empty strings")
-    max_evidence = data.get("max_evidence", 5)
-    if isinstance(max_evidence, bool) or not isinstance(max_evidence, int):
-        raise PolicyError("max_evidence must be an integer")
-    if not 1 <= max_evidence <= 50:
-        raise PolicyError("max_evidence must be in [1, 50]")
-    default_language = str(data.get("default_language", "en"))
-    if default_language not in {**DEFAULT_MESSAGES, **messages}:
-        raise PolicyError(
-            f"default_language {default_language!r} has no refusal message; add one under "
-            "refusal_messages"
-        )
-    return PolicyConfig(
-        version=version,
-        policy=policy,
-        seed000=seed,
-        tiers=tiers,
-        max_evidence=max_evidence,
-        clarify_on_no_hits=bool(data.get("clarify_on_no_hits", False)),
-        default_language=default_language,
-        refusal_messages=dict(messages),
-        sha256=hashlib.sha256(text.encode()).hexdigest(),
-    )
+    sha = hashlib.sha256(text.encode()).hexdigest()
+    tenants_raw = data.get("tenants") or {}
+    if not isinstance(tenants_raw, dict):
+        raise PolicyError("tenants must map tenant ids to overrides")
+    base = {k: v for k, v in data.items() if k not in ("version", "tenants")}
+    config = _parse_mapping(base, version, sha)
+    tenants = {}
+    for tenant, over in tenants_raw.items():
+        if not isinstance(over, dict):
+            raise PolicyError(f"tenants.{tenant} must be a mapping")
+        if "version" in over or "tenants" in over:
+            raise PolicyError(f"tenants.{tenant}: version and tenants cannot be overridden")
+        try:
+            tenants[str(tenant)] = _parse_mapping(_merge(base, over), version, sha)
+        except PolicyError as exc:
+            raise PolicyError(f"tenants.{tenant}: {exc}") from exc
+    return replace(config, tenants=tenants)
 
 
 def load_policy(path: str | Path | None) -> PolicyConfig:

@@ -178,7 +178,13 @@ class GateServicer(pb_grpc.GateServiceServicer):
         arms = list(reply.arms)
         degraded = reply.degraded
         candidates = [candidate_view(c) for c in reply.candidates]
-        return self._finish(decide(candidates, policy), tenant, query, language, arms, degraded)
+        down = sum(
+            1
+            for a in arms
+            if a.state in (retrieval_pb2.ARM_STATE_ERROR, retrieval_pb2.ARM_STATE_TIMEOUT)
+        )
+        decision = decide(candidates, policy.for_tenant(tenant), query, down)
+        return self._finish(decision, tenant, query, language, arms, degraded)
 
     def _finish(
         self,
@@ -203,6 +209,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
             thresholds=[pb.Threshold(name=k, value=v) for k, v in sorted(d.thresholds.items())],
             arms=arms,
             degraded=degraded,
+            missing_facets=list(d.missing_facets),
         )
         if d.outcome == PASS:
             out.evidence.extend(

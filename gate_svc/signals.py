@@ -1,11 +1,23 @@
-"""Gate signals: pure functions over a retrieval result. Every decision reports all of them."""
+"""Gate signals: pure functions over a retrieval result. Every decision reports all of them.
+
+Names are stable: they appear in decisions, logs, the calibration config and the evaluation.
+"""
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+
+from candor.text import content_terms, expected_answer_type, has_answer_type, sentences, words
 
 SOURCE_CURATED = 2
+#: Query terms at least this rare in English (wordfreq Zipf scale) are facets the evidence must
+#: cover; ~4 is "appears a few times per million words".
+RARE_ZIPF = 4.0
+_CODE = re.compile(r"^(?=.*\d)[\w.\-/]+$|^[a-z]+-\d")
 
 
 @dataclass(frozen=True)
@@ -30,6 +42,13 @@ class CandidateView:
         return self.source_kind == SOURCE_CURATED
 
 
+@dataclass(frozen=True)
+class Signals:
+    values: dict[str, float]
+    missing_facets: tuple[str, ...]
+    answer_type: str
+
+
 def distance_confidence(cosine: float | None, max_distance: float) -> float:
     """Seed 000: cosine distance mapped to a 0-100 confidence; distance >= max_distance is 0."""
     if cosine is None:
@@ -39,28 +58,98 @@ def distance_confidence(cosine: float | None, max_distance: float) -> float:
 
 
 def _ratio(first: float, second: float) -> float:
-    # A lone candidate is an unambiguous winner; cap keeps the number printable.
+    # A lone candidate is an unambiguous winner; the cap keeps the number printable.
     if second <= 0:
         return 10.0 if first > 0 else 0.0
     return min(first / second, 10.0)
 
 
+@lru_cache(maxsize=65536)
+def _zipf(word: str) -> float:
+    from wordfreq import zipf_frequency
+
+    return float(zipf_frequency(word, "en"))
+
+
+def facets(query: str) -> list[str]:
+    """The query's must-cover terms: rare words, numbers, codes and names (stemmed)."""
+    raw = query.split()
+    capitalised = {
+        w.strip("?!.,;:'\"()").casefold() for i, w in enumerate(raw) if i > 0 and w[:1].isupper()
+    }
+    out: dict[str, None] = {}
+    for w in words(query):
+        stemmed = content_terms(w)
+        if not stemmed:
+            continue
+        if (
+            any(ch.isdigit() for ch in w)
+            or _CODE.match(w)
+            or w in capitalised
+            or _zipf(w) < RARE_ZIPF
+        ):
+            out.setdefault(stemmed[0], None)
+    return list(out)
+
+
+def facet_coverage(query: str, evidence: Sequence[str]) -> tuple[float, list[str]]:
+    """Share of facets found in the evidence (1.0 when the query has none) and the missing ones."""
+    wanted = facets(query)
+    if not wanted:
+        return 1.0, []
+    have = set(content_terms(" ".join(evidence)))
+    missing = [f for f in wanted if f not in have]
+    return 1.0 - len(missing) / len(wanted), missing
+
+
+def best_sentence_alignment(query: str, evidence: Sequence[str]) -> tuple[float, str]:
+    """IDF-weighted share of the query's terms found in the single best evidence sentence.
+
+    High when one sentence *answers* (holds most of the question); low when the terms are
+    scattered across a passage that merely matches the topic.
+    """
+    q = content_terms(query)
+    if not q:
+        return 0.0, ""
+    weight = {t: max(0.5, 8.0 - _zipf(t)) for t in q}
+    total = sum(weight.values())
+    best, best_sentence = 0.0, ""
+    for text in evidence:
+        for s in sentences(text):
+            terms = set(content_terms(s))
+            score = sum(w for t, w in weight.items() if t in terms) / total
+            if score > best:
+                best, best_sentence = score, s
+    return best, best_sentence
+
+
 def compute_signals(
-    candidates: Sequence[CandidateView], max_distance: float, top_k: int = 5
-) -> dict[str, float]:
-    """Every retrieval signal the policies use, by name."""
+    candidates: Sequence[CandidateView],
+    query: str = "",
+    max_distance: float = 0.65,
+    evidence_k: int = 3,
+    degraded_arms: int = 0,
+) -> Signals:
+    """Every signal the policies use, by name."""
     cosines = sorted((c.cosine for c in candidates if c.cosine is not None), reverse=True)
     bm25s = sorted((c.bm25 for c in candidates if c.bm25 is not None), reverse=True)
     fused = [c.fused_score for c in candidates]
     top = candidates[0] if candidates else None
-    head = candidates[:top_k]
-    return {
+    head = list(candidates[:5])
+    evidence = [c.text for c in candidates[:evidence_k]]
+    q_terms = max(1, len(content_terms(query)))
+    coverage, missing = facet_coverage(query, evidence) if candidates else (0.0, facets(query))
+    alignment, best = best_sentence_alignment(query, evidence)
+    answer_type = expected_answer_type(query)
+    type_found = any(has_answer_type(t, answer_type) for t in evidence) if evidence else False
+    values = {
         "hits": float(len(candidates)),
         "top_cosine": cosines[0] if cosines else 0.0,
         "top_distance_confidence": distance_confidence(
             cosines[0] if cosines else None, max_distance
         ),
         "top_bm25": bm25s[0] if bm25s else 0.0,
+        "bm25_per_query_term": (bm25s[0] if bm25s else 0.0) / q_terms,
         "top_rrf": fused[0] if fused else 0.0,
         "rrf_ratio": _ratio(fused[0], fused[1]) if len(fused) > 1 else (10.0 if fused else 0.0),
         "cosine_ratio": _ratio(cosines[0], cosines[1])
@@ -68,5 +157,59 @@ def compute_signals(
         else (10.0 if cosines else 0.0),
         "top_in_both": 1.0 if top is not None and top.in_both else 0.0,
         "in_both_top_k": float(sum(1 for c in head if c.in_both)),
+        # Seed 003's retrieval quality: top score, top1-top5 gap, source concentration.
+        "quality_top": cosines[0] if cosines else 0.0,
+        "quality_gap": (cosines[0] - cosines[min(4, len(cosines) - 1)]) if cosines else 0.0,
+        "source_concentration": (
+            sum(1 for c in head if top is not None and c.document_id == top.document_id) / len(head)
+            if head
+            else 0.0
+        ),
+        "facet_coverage": coverage,
+        "missing_facets": float(len(missing)),
+        "best_sentence_alignment": alignment,
+        "answer_type_expected": 1.0 if answer_type else 0.0,
+        "answer_type_found": 1.0 if (not answer_type or type_found) else 0.0,
         "curated_hits": float(sum(1 for c in candidates if c.curated)),
+        "degraded_arms": float(degraded_arms),
+        "query_terms": float(q_terms),
     }
+    del best
+    return Signals(values, tuple(missing), answer_type)
+
+
+#: Every signal name a decision may carry (calibration coefficients must use these).
+SIGNAL_NAMES = frozenset(
+    {
+        "hits",
+        "top_cosine",
+        "top_distance_confidence",
+        "top_bm25",
+        "bm25_per_query_term",
+        "top_rrf",
+        "rrf_ratio",
+        "cosine_ratio",
+        "top_in_both",
+        "in_both_top_k",
+        "quality_top",
+        "quality_gap",
+        "source_concentration",
+        "facet_coverage",
+        "missing_facets",
+        "best_sentence_alignment",
+        "answer_type_expected",
+        "answer_type_found",
+        "curated_hits",
+        "degraded_arms",
+        "query_terms",
+        "rerank_top_scale",
+        "rerank_fallback",
+    }
+)
+
+
+def sigmoid(z: float) -> float:
+    if z >= 0:
+        return 1.0 / (1.0 + math.exp(-z))
+    e = math.exp(z)
+    return e / (1.0 + e)

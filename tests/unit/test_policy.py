@@ -89,40 +89,41 @@ def test_compute_signals_on_hand_made_candidates() -> None:
         cand(3, None, bm25=8.0, fused=0.01, kind=CURATED),
         cand(4, 0.4, bm25=1.0, fused=0.005, in_both=True),
     ]
-    s = compute_signals(cands, 0.65, top_k=3)
-    assert s == pytest.approx(
-        {
-            "hits": 4.0,
-            "top_cosine": 0.9,
-            "top_distance_confidence": (1 - 0.1 / 0.65) * 100,  # 84.615...
-            "top_bm25": 8.0,
-            "top_rrf": 0.03,
-            "rrf_ratio": 2.0,
-            "cosine_ratio": 0.9 / 0.8,
-            "top_in_both": 1.0,
-            "in_both_top_k": 1.0,  # candidate 4 is in both but outside top_k=3
-            "curated_hits": 1.0,
-        }
-    )
+    v = compute_signals(cands, "", 0.65).values
+    expected = {
+        "hits": 4.0,
+        "top_cosine": 0.9,
+        "top_distance_confidence": (1 - 0.1 / 0.65) * 100,  # 84.615...
+        "top_bm25": 8.0,
+        "top_rrf": 0.03,
+        "rrf_ratio": 2.0,
+        "cosine_ratio": 0.9 / 0.8,
+        "top_in_both": 1.0,
+        "in_both_top_k": 2.0,  # candidates 1 and 4, both within the top 5
+        "curated_hits": 1.0,
+        "quality_top": 0.9,
+        "quality_gap": 0.9 - 0.4,
+    }
+    assert {k: v[k] for k in expected} == pytest.approx(expected)
 
 
 def test_compute_signals_with_no_candidates_is_all_zero() -> None:
-    s = compute_signals([], 0.65)
-    assert s["hits"] == 0.0
-    assert all(v == 0.0 for v in s.values())
+    v = compute_signals([], "", 0.65).values
+    assert v["hits"] == 0.0
+    assert v["top_cosine"] == v["top_rrf"] == v["facet_coverage"] == 0.0
 
 
 def test_compute_signals_lone_candidate_is_an_unambiguous_winner() -> None:
-    s = compute_signals([cand(1, 0.7, fused=0.016)], 0.65)
-    assert s["rrf_ratio"] == 10.0
-    assert s["cosine_ratio"] == 10.0
-    assert s["top_in_both"] == 0.0
+    v = compute_signals([cand(1, 0.7, fused=0.016)], "", 0.65).values
+    assert v["rrf_ratio"] == 10.0
+    assert v["cosine_ratio"] == 10.0
+    assert v["top_in_both"] == 0.0
 
 
 def test_compute_signals_ratio_is_capped() -> None:
-    s = compute_signals([cand(1, 0.9, fused=1.0), cand(2, 0.01, fused=0.001)], 0.65)
-    assert s["rrf_ratio"] == 10.0
-    assert s["cosine_ratio"] == 10.0
+    v = compute_signals([cand(1, 0.9, fused=1.0), cand(2, 0.01, fused=0.001)], "", 0.65).values
+    assert v["rrf_ratio"] == 10.0
+    assert v["cosine_ratio"] == 10.0
 
 
 # --- seed000 decisions -------------------------------------------------------------------------
