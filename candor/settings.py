@@ -134,6 +134,10 @@ class GateSettings:
     server: ServerSettings = ServerSettings(port=50052, metrics_port=9102)
     policy_path: str = ""
     """YAML threshold config; empty means the packaged default."""
+    shadow_policy_path: str = ""
+    """Optional second config evaluated beside the active one and only counted."""
+    policy_poll_seconds: float = 2.0
+    """How often the config files are checked for a new version (0 disables hot reload)."""
     retrieval_target: str = "127.0.0.1:50051"
     generator_target: str = "127.0.0.1:50053"
     signing_key_path: str = ""
@@ -148,6 +152,39 @@ class GateSettings:
 
 
 @dataclass(frozen=True)
+class LLMSettings:
+    """Shared by the HTTP LLM backends."""
+
+    timeout_seconds: float = 30.0
+    """Per HTTP phase and per gap between streamed chunks."""
+    connect_timeout_seconds: float = 5.0
+    max_retries: int = 2
+    """Retries happen only before the stream starts."""
+    backoff_seconds: float = 0.5
+    backoff_max_seconds: float = 8.0
+    max_output_tokens: int = 512
+    temperature: float = 0.0
+
+
+@dataclass(frozen=True)
+class CohereChatSettings:
+    model: str = "command-a-03-2025"
+    api_key: str = ""
+    api_key_file: str = ""
+    """Wins over api_key; neither set means CO_API_KEY."""
+    base_url: str = ""
+
+
+@dataclass(frozen=True)
+class OpenAICompatSettings:
+    base_url: str = "http://127.0.0.1:8000/v1"
+    model: str = ""
+    api_key: str = ""
+    api_key_file: str = ""
+    include_usage: bool = True
+
+
+@dataclass(frozen=True)
 class GeneratorSettings:
     server: ServerSettings = ServerSettings(port=50053, metrics_port=9103)
     public_keys_dir: str = ""
@@ -156,7 +193,17 @@ class GeneratorSettings:
     audience: str = "candor-generator"
     clock_skew_seconds: int = 5
     backend: str = "extractive"
+    """extractive (offline, default), cohere or openai_compat."""
     max_sentences: int = 3
+    prompts_path: str = ""
+    """Versioned prompt templates; empty means generator_svc/prompts_default.yaml."""
+    context_budget_tokens: int = 3000
+    groundedness: bool = False
+    groundedness_min_confidence: float = 0.0
+    groundedness_max_confidence: float = 1.0
+    llm: LLMSettings = LLMSettings()
+    cohere: CohereChatSettings = CohereChatSettings()
+    openai_compat: OpenAICompatSettings = OpenAICompatSettings()
     max_query_chars: int = 2000
 
 
@@ -305,6 +352,23 @@ def _validate(s: Settings) -> None:
             "retrieval.chunk_overlap_words must be < chunk_words",
         ),
         (s.gate.token_ttl_seconds > 0, "gate.token_ttl_seconds must be > 0"),
+        (
+            s.generator.backend in ("extractive", "cohere", "openai_compat"),
+            "generator.backend must be extractive, cohere or openai_compat",
+        ),
+        (
+            s.generator.backend != "openai_compat" or bool(s.generator.openai_compat.model),
+            "generator.openai_compat.model is required for the openai_compat backend",
+        ),
+        (s.generator.llm.timeout_seconds > 0, "generator.llm.timeout_seconds must be > 0"),
+        (s.generator.llm.max_retries >= 0, "generator.llm.max_retries must be >= 0"),
+        (
+            0
+            <= s.generator.groundedness_min_confidence
+            <= s.generator.groundedness_max_confidence
+            <= 1,
+            "generator groundedness confidence band must satisfy 0 <= min <= max <= 1",
+        ),
         (
             not s.auth.enabled or bool(s.auth.keys),
             "auth.enabled needs at least one auth.keys entry",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -9,7 +11,7 @@ from pathlib import Path
 
 import grpc
 from google.protobuf.duration_pb2 import Duration
-from prometheus_client import Counter
+from prometheus_client import Counter, Histogram
 
 from candor.common.v1 import evidence_pb2
 from candor.generator.v1 import generator_pb2 as pb
@@ -22,12 +24,26 @@ from candor.runtime.validation import check_query
 from candor.settings import Settings
 from candor.token import InMemoryReplayStore, TokenError, TokenVerifier, load_public_keys
 from generator_svc.citations import verify_citations
-from generator_svc.llm.base import Draft, EvidenceItem, GenerationInput, LLMBackend
-from generator_svc.llm.extractive import ExtractiveBackend
+from generator_svc.groundedness import GroundednessResult, check_groundedness
+from generator_svc.llm.base import BackendError, Draft, EvidenceItem, GenerationInput, LLMBackend
+from generator_svc.llm.extractive import CAVEAT, ExtractiveBackend
+from generator_svc.llm.retry import RetryPolicy, read_secret
+from generator_svc.options import GeneratorOptions
+from generator_svc.prompts import PromptTemplates, fit_to_budget, load_templates
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["GeneratorService"].full_name
 log = logging.getLogger("candor.generator")
 _TIERS = {"confident": evidence_pb2.TIER_CONFIDENT, "uncertain": evidence_pb2.TIER_UNCERTAIN}
+# BackendError.reason -> the status the caller sees (ErrorInfo reason LLM_<reason>).
+_BACKEND_STATUS = {
+    "TIMEOUT": grpc.StatusCode.DEADLINE_EXCEEDED,
+    "RATE_LIMITED": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "UPSTREAM_UNAVAILABLE": grpc.StatusCode.UNAVAILABLE,
+    "UPSTREAM_ERROR": grpc.StatusCode.UNAVAILABLE,
+    "UPSTREAM_REJECTED": grpc.StatusCode.INTERNAL,
+    "MALFORMED_STREAM": grpc.StatusCode.INTERNAL,
+}
+_LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60)
 
 
 class GeneratorMetrics:
@@ -50,6 +66,43 @@ class GeneratorMetrics:
             ["result"],
             registry=metrics.registry,
         )
+        self.llm_outcomes = Counter(
+            "candor_generator_llm_outcomes_total",
+            "How LLM calls ended: ok, cancelled, or the BackendError reason (lower case).",
+            ["backend", "outcome"],
+            registry=metrics.registry,
+        )
+        self.first_token = Histogram(
+            "candor_generator_time_to_first_token_seconds",
+            "From calling the backend to its first text delta.",
+            ["backend"],
+            buckets=_LATENCY_BUCKETS,
+            registry=metrics.registry,
+        )
+        self.generation = Histogram(
+            "candor_generator_generation_seconds",
+            "From calling the backend to its final draft.",
+            ["backend"],
+            buckets=_LATENCY_BUCKETS,
+            registry=metrics.registry,
+        )
+        self.tokens = Counter(
+            "candor_generator_llm_tokens_total",
+            "Tokens the backend reported (or estimated), by direction (input, output).",
+            ["backend", "direction"],
+            registry=metrics.registry,
+        )
+        self.trimmed = Counter(
+            "candor_generator_evidence_trimmed_total",
+            "Evidence chunks dropped to fit the context budget.",
+            registry=metrics.registry,
+        )
+        self.groundedness = Counter(
+            "candor_generator_groundedness_total",
+            "Groundedness checks by result (passed, failed); only when enabled.",
+            ["result"],
+            registry=metrics.registry,
+        )
 
 
 class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
@@ -60,9 +113,13 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
         backend: LLMBackend,
         auth: Authenticator,
         metrics: GeneratorMetrics,
+        options: GeneratorOptions | None = None,
+        templates: PromptTemplates | None = None,
     ) -> None:
         self._s = settings.generator
         self._verifier, self._backend, self._auth, self._m = verifier, backend, auth, metrics
+        self._opts = options or GeneratorOptions.from_settings(settings.generator)
+        self._templates = templates or load_templates(self._opts.prompts_path)
 
     async def Generate(
         self, request: pb.GenerateRequest, context: grpc.aio.ServicerContext
@@ -89,27 +146,75 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
             log.warning("pass token refused", extra={"reason": exc.reason})
             await abort_info(context, grpc.StatusCode.PERMISSION_DENIED, exc.reason, str(exc))
         await self._auth.authorize(context, claims.tenant)
+        budget = fit_to_budget(
+            [EvidenceItem(e.chunk_id, e.title, e.text) for e in request.evidence],
+            self._opts.context_budget_tokens,
+        )
+        if budget.trimmed_chunk_ids or budget.truncated_chunk_id:
+            self._m.trimmed.inc(len(budget.trimmed_chunk_ids))
+            log.info(
+                "evidence trimmed to the context budget",
+                extra={
+                    "budget_tokens": self._opts.context_budget_tokens,
+                    "kept": len(budget.kept),
+                    "trimmed_chunk_ids": list(budget.trimmed_chunk_ids),
+                    "truncated_chunk_id": budget.truncated_chunk_id,
+                },
+            )
         inp = GenerationInput(
             query=request.query,
-            evidence=tuple(EvidenceItem(e.chunk_id, e.title, e.text) for e in request.evidence),
+            evidence=budget.kept,
             language=request.language,
             tier=claims.tier,
             clarify_only=request.clarify_only or claims.clarify_only,
         )
-        self._m.llm_calls.labels(self._backend.name).inc()
+        name = self._backend.name
+        # Counted here, once per actual backend call: every refusal above returned already.
+        self._m.llm_calls.labels(name).inc()
+        called = time.perf_counter()
+        first_token = True
         draft: Draft | None = None
-        async for event in self._backend.stream(inp):
-            if isinstance(event, Draft):
-                draft = event
-            else:
-                yield pb.GenerateResponse(delta=pb.AnswerDelta(text=event))
+        try:
+            # aclosing: however this call ends (client cancel included), the backend's stream
+            # is closed, which closes its HTTP response and stops the LLM call.
+            async with contextlib.aclosing(self._backend.stream(inp)) as events:
+                async for event in events:
+                    if isinstance(event, Draft):
+                        draft = event
+                    else:
+                        if first_token:
+                            self._m.first_token.labels(name).observe(time.perf_counter() - called)
+                            first_token = False
+                        yield pb.GenerateResponse(delta=pb.AnswerDelta(text=event))
+        except BackendError as exc:
+            self._m.llm_outcomes.labels(name, exc.reason.lower()).inc()
+            log.warning(
+                "LLM backend failed",
+                extra={"backend": name, "reason": exc.reason, "status": exc.status},
+            )
+            metadata = {"backend": name} | ({"http_status": str(exc.status)} if exc.status else {})
+            await abort_info(
+                context,
+                _BACKEND_STATUS.get(exc.reason, grpc.StatusCode.INTERNAL),
+                f"LLM_{exc.reason}",
+                str(exc),
+                metadata,
+            )
+        except asyncio.CancelledError:
+            self._m.llm_outcomes.labels(name, "cancelled").inc()
+            raise
         if draft is None:
+            self._m.llm_outcomes.labels(name, "no_result").inc()
             await abort_info(
                 context,
                 grpc.StatusCode.INTERNAL,
                 "BACKEND_NO_RESULT",
                 "the LLM backend ended without a result",
             )
+        self._m.llm_outcomes.labels(name, "ok").inc()
+        self._m.generation.labels(name).observe(time.perf_counter() - called)
+        self._m.tokens.labels(name, "input").inc(draft.input_tokens)
+        self._m.tokens.labels(name, "output").inc(draft.output_tokens)
         checks = verify_citations(draft.citations, {e.chunk_id: e.text for e in request.evidence})
         failed = [c for c in checks if not c.verified]
         passed = not failed and (bool(checks) or draft.is_clarification)
@@ -120,6 +225,11 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
             if failed
             else "the answer cites no evidence"
         )
+        grounded = self._groundedness(draft, budget.kept, claims.confidence)
+        if grounded is not None and not grounded.passed:
+            passed = False
+            note = f"{len(grounded.unsupported)} sentence(s) not supported by the evidence"
+            detail = f"{detail}; {note}" if detail else note
         self._m.verifications.labels("passed" if passed else "failed").inc()
         tier = (
             _TIERS.get(claims.tier, evidence_pb2.TIER_UNCERTAIN)
@@ -134,6 +244,17 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
             )
             for c in checks
         ]
+        log.info(
+            "answer generated",
+            extra={
+                "backend": name,
+                "prompt_version": self._templates.version,
+                "verified": passed,
+                "citations": len(checks),
+                "input_tokens": draft.input_tokens,
+                "output_tokens": draft.output_tokens,
+            },
+        )
         yield pb.GenerateResponse(
             final=pb.AnswerFinal(
                 answer=draft.text,
@@ -147,9 +268,32 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
                 usage=pb.Usage(input_tokens=draft.input_tokens, output_tokens=draft.output_tokens),
                 latency=latency,
                 backend=self._backend.name,
+                trimmed_chunk_ids=list(budget.trimmed_chunk_ids),
                 is_clarification=draft.is_clarification,
             )
         )
+
+    def _groundedness(
+        self, draft: Draft, evidence: tuple[EvidenceItem, ...], confidence: float
+    ) -> GroundednessResult | None:
+        """Seed 003's check, when enabled and the gate's confidence is in the ambiguous band."""
+        o = self._opts
+        if not o.groundedness or draft.is_clarification:
+            return None
+        if not o.groundedness_min_confidence <= confidence <= o.groundedness_max_confidence:
+            return None
+        result = check_groundedness(
+            draft.text, evidence, ignore=(self._templates.caveat, CAVEAT.strip())
+        )
+        self._m.groundedness.labels("passed" if result.passed else "failed").inc()
+        log.info(
+            "groundedness checked",
+            extra={
+                "score": round(result.score, 3),
+                "claims": [(c.support.value, c.chunk_id, c.overlap) for c in result.claims],
+            },
+        )
+        return result
 
 
 def build_generator(settings: Settings) -> ServiceSpec:
@@ -161,9 +305,13 @@ def build_generator(settings: Settings) -> ServiceSpec:
     verifier = TokenVerifier(
         keys, g.issuer, g.audience, InMemoryReplayStore(), g.clock_skew_seconds
     )
-    if g.backend != "extractive":
-        raise RuntimeError(f"generator.backend {g.backend!r} is not available in this build")
-    backend = ExtractiveBackend(g.max_sentences)
+    options = GeneratorOptions.from_settings(g)
+    templates = load_templates(options.prompts_path)
+    backend = build_backend(options, templates)
+    log.info(
+        "generator backend selected",
+        extra={"backend": backend.name, "prompt_version": templates.version},
+    )
     metrics = ServiceMetrics()
     servicer = GeneratorServicer(
         settings,
@@ -171,10 +319,50 @@ def build_generator(settings: Settings) -> ServiceSpec:
         backend,
         Authenticator(settings.auth, SERVICE_NAME),
         GeneratorMetrics(metrics),
+        options,
+        templates,
     )
     return ServiceSpec(
         name=SERVICE_NAME,
         register=lambda server: pb_grpc.add_GeneratorServiceServicer_to_server(servicer, server),
         settings=g.server,
         metrics=metrics,
+        on_stop=backend.aclose,
     )
+
+
+def build_backend(options: GeneratorOptions, templates: PromptTemplates) -> LLMBackend:
+    """The backend ``options.backend`` names; HTTP clients are created, nothing is sent."""
+    llm = options.llm
+    retry = RetryPolicy(llm.max_retries, llm.backoff_seconds, llm.backoff_max_seconds)
+    if options.backend == "cohere":
+        from generator_svc.llm.cohere import CohereBackend  # the cohere client loads lazily
+
+        c = options.cohere
+        return CohereBackend(
+            api_key=read_secret(c.api_key, c.api_key_file, "CO_API_KEY"),
+            model=c.model,
+            templates=templates,
+            base_url=c.base_url,
+            timeout_seconds=llm.timeout_seconds,
+            retry=retry,
+            max_output_tokens=llm.max_output_tokens,
+            temperature=llm.temperature,
+        )
+    if options.backend == "openai_compat":
+        from generator_svc.llm.openai_compat import OpenAICompatBackend
+
+        o = options.openai_compat
+        return OpenAICompatBackend(
+            base_url=o.base_url,
+            model=o.model,
+            templates=templates,
+            api_key=read_secret(o.api_key, o.api_key_file, "OPENAI_API_KEY"),
+            timeout_seconds=llm.timeout_seconds,
+            connect_timeout_seconds=llm.connect_timeout_seconds,
+            retry=retry,
+            max_output_tokens=llm.max_output_tokens,
+            temperature=llm.temperature,
+            include_usage=o.include_usage,
+        )
+    return ExtractiveBackend(options.max_sentences)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -53,7 +53,7 @@ class BackendError(Exception):
 class LLMBackend(Protocol):
     name: str
 
-    def stream(self, inp: GenerationInput) -> AsyncIterator[str | Draft]:
+    def stream(self, inp: GenerationInput) -> AsyncGenerator[str | Draft, None]:
         """Yield text deltas, then exactly one Draft; raise BackendError on failure.
 
         Closing the iterator early (client cancellation) must stop the LLM call.

@@ -7,7 +7,7 @@ content terms, with a small preference for higher-ranked evidence.
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from candor.text import content_terms, expected_answer_type, has_answer_type, sentences
 from generator_svc.citations import CitationClaim
@@ -62,7 +62,7 @@ class ExtractiveBackend:
         chosen = scored[: self._max]
         return [(ei, sentence) for _, ei, _, sentence in chosen]
 
-    async def stream(self, inp: GenerationInput) -> AsyncIterator[str | Draft]:
+    async def stream(self, inp: GenerationInput) -> AsyncGenerator[str | Draft, None]:
         input_tokens = len(inp.query.split()) + sum(len(e.text.split()) for e in inp.evidence)
         picked = [] if inp.clarify_only else self.select(inp)
         if not picked:

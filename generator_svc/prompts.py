@@ -1,0 +1,272 @@
+"""Prompt templates (versioned YAML), the evidence context budget, and the ``[n]`` citation form.
+
+The rules the templates carry: answer only from the numbered evidence and cite it; when no
+evidence applies, cite nothing and ask one clarifying question (seed 001); the UNCERTAIN tier
+adds the caveat "This may be incomplete."; the gate's CLARIFY outcome gets a clarify-only prompt
+with no evidence; the reply is in the query's language.
+
+Token counts are estimates: whitespace-separated words x 1.3, rounded up (``estimate_tokens``).
+BPE tokenizers average about 1.3 tokens per English word, more for numbers, code and many other
+languages, so set the budget with some headroom below the model's real context window.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from generator_svc.citations import CitationClaim
+from generator_svc.llm.base import EvidenceItem, GenerationInput
+
+DEFAULT_TEMPLATES_PATH = Path(__file__).with_name("prompts_default.yaml")
+TOKENS_PER_WORD = 1.3
+
+
+class PromptError(ValueError):
+    """The template file is missing, unreadable or invalid."""
+
+
+# Each template and the placeholders it may use.
+_PLACEHOLDERS: dict[str, frozenset[str]] = {
+    "system": frozenset(),
+    "cite_markers": frozenset(),
+    "cite_native": frozenset(),
+    "uncertain": frozenset({"caveat"}),
+    "caveat": frozenset(),
+    "clarify_only": frozenset(),
+    "language_known": frozenset({"language"}),
+    "language_detect": frozenset(),
+    "evidence_item": frozenset({"n", "title", "text", "chunk_id"}),
+    "no_evidence": frozenset(),
+    "user": frozenset({"evidence", "query"}),
+    "user_native": frozenset({"query"}),
+}
+
+
+@dataclass(frozen=True)
+class PromptTemplates:
+    version: str
+    system: str
+    cite_markers: str
+    cite_native: str
+    uncertain: str
+    caveat: str
+    clarify_only: str
+    language_known: str
+    language_detect: str
+    evidence_item: str
+    no_evidence: str
+    user: str
+    user_native: str
+
+
+@dataclass(frozen=True)
+class RenderedPrompt:
+    version: str
+    system: str
+    user: str
+
+
+def _check_placeholders(name: str, text: str) -> None:
+    try:
+        used = {f for _, f, _, _ in string.Formatter().parse(text) if f is not None}
+    except ValueError as exc:
+        raise PromptError(f"prompt template {name!r}: {exc}") from exc
+    unknown = sorted(used - _PLACEHOLDERS[name])
+    if unknown:
+        allowed = sorted(_PLACEHOLDERS[name]) or "none"
+        raise PromptError(
+            f"prompt template {name!r}: unknown placeholders {unknown}; allowed: {allowed}"
+        )
+
+
+def templates_from_mapping(data: Any, where: str = "prompt templates") -> PromptTemplates:
+    """Validate a parsed template file: every key present, strings only, known placeholders."""
+    if not isinstance(data, dict):
+        raise PromptError(f"{where}: top level must be a mapping")
+    names = {f.name for f in fields(PromptTemplates)}
+    missing = sorted(names - data.keys())
+    unknown = sorted(data.keys() - names)
+    if missing:
+        raise PromptError(f"{where}: missing {missing}")
+    if unknown:
+        raise PromptError(f"{where}: unknown keys {unknown}")
+    for key in names:
+        if not isinstance(data[key], str) or not data[key].strip():
+            raise PromptError(f"{where}: {key} must be a non-empty string")
+    for key in _PLACEHOLDERS:
+        _check_placeholders(key, data[key])
+    return PromptTemplates(**{k: data[k] for k in names})
+
+
+def load_templates(path: str | Path | None = None) -> PromptTemplates:
+    """Load and validate a template file; None or '' loads the packaged default."""
+    file = Path(path) if path else DEFAULT_TEMPLATES_PATH
+    try:
+        data = yaml.safe_load(file.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise PromptError(f"cannot read prompt templates {file}: {exc}") from exc
+    return templates_from_mapping(data, str(file))
+
+
+def _language_rule(t: PromptTemplates, language: str) -> str:
+    return t.language_known.format(language=language) if language else t.language_detect
+
+
+def render(t: PromptTemplates, inp: GenerationInput, *, native_citations: bool) -> RenderedPrompt:
+    """System and user messages for ``inp``.
+
+    With ``native_citations`` (Cohere), the evidence travels as documents, so the user message
+    is just the query; otherwise the evidence is numbered into the user message and the model
+    is told to cite with ``[n]`` markers (parsed by ``parse_marked_citations``).
+    """
+    language = _language_rule(t, inp.language)
+    if inp.clarify_only:
+        system = "\n\n".join([t.clarify_only, language])
+        return RenderedPrompt(t.version, system, t.user_native.format(query=inp.query))
+    parts = [t.system, t.cite_native if native_citations else t.cite_markers]
+    if inp.tier == "uncertain":
+        parts.append(t.uncertain.format(caveat=t.caveat))
+    parts.append(language)
+    system = "\n\n".join(parts)
+    if native_citations:
+        return RenderedPrompt(t.version, system, t.user_native.format(query=inp.query))
+    evidence = "\n\n".join(
+        t.evidence_item.format(n=i, title=e.title, text=e.text, chunk_id=e.chunk_id)
+        for i, e in enumerate(inp.evidence, 1)
+    )
+    user = t.user.format(evidence=evidence or t.no_evidence, query=inp.query)
+    return RenderedPrompt(t.version, system, user)
+
+
+# --- context budget ---------------------------------------------------------------------------
+
+
+def estimate_tokens(text: str) -> int:
+    """Approximate LLM tokens: whitespace-separated words x 1.3, rounded up."""
+    return math.ceil(len(text.split()) * TOKENS_PER_WORD)
+
+
+def evidence_tokens(item: EvidenceItem) -> int:
+    """What one evidence item costs in the budget: its title and text."""
+    return estimate_tokens(item.title) + estimate_tokens(item.text)
+
+
+@dataclass(frozen=True)
+class BudgetedEvidence:
+    kept: tuple[EvidenceItem, ...]
+    """Highest-ranked first; numbered [1]..[n] in the prompt."""
+    trimmed_chunk_ids: tuple[str, ...]
+    """Dropped to fit, in rank order (reported in AnswerFinal.trimmed_chunk_ids)."""
+    tokens: int
+    """Estimated tokens of the kept evidence."""
+    truncated_chunk_id: str = ""
+    """The top-ranked chunk, when it alone exceeded the budget and was cut to fit."""
+
+
+def _cut_words(text: str, n_words: int) -> str:
+    """The first ``n_words`` whitespace-separated words of ``text``, formatting kept."""
+    if n_words <= 0:
+        return ""
+    for i, match in enumerate(re.finditer(r"\S+", text), 1):
+        if i == n_words:
+            return text[: match.end()]
+    return text
+
+
+def fit_to_budget(evidence: Sequence[EvidenceItem], budget_tokens: int) -> BudgetedEvidence:
+    """Keep evidence in rank order while it fits ``budget_tokens``; drop the rest.
+
+    The kept set is always a prefix of the ranking: a lower-ranked chunk is never kept while a
+    higher-ranked one is dropped, so ``[n]`` numbers mean the same as in the gate's evidence
+    list. The top-ranked chunk is always sent; if it alone exceeds the budget its text is cut
+    to fit. A budget <= 0 means unlimited.
+    """
+    if budget_tokens <= 0:
+        items = tuple(evidence)
+        return BudgetedEvidence(items, (), sum(evidence_tokens(e) for e in items))
+    kept: list[EvidenceItem] = []
+    used = 0
+    truncated = ""
+    for i, item in enumerate(evidence):
+        cost = evidence_tokens(item)
+        if used + cost <= budget_tokens:
+            kept.append(item)
+            used += cost
+            continue
+        if i == 0:
+            room = budget_tokens - estimate_tokens(item.title)
+            words = max(1, math.floor(room / TOKENS_PER_WORD))
+            cut = EvidenceItem(item.chunk_id, item.title, _cut_words(item.text, words))
+            kept.append(cut)
+            used = evidence_tokens(cut)
+            truncated = item.chunk_id
+            continue
+        break
+    trimmed = tuple(e.chunk_id for e in evidence[len(kept) :])
+    return BudgetedEvidence(tuple(kept), trimmed, used, truncated)
+
+
+# --- the [n] citation form --------------------------------------------------------------------
+
+_MARKER = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
+_QUOTED = re.compile(r"[\"“”„]([^\"“”„]{3,})[\"“”]")
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\n+")
+_BULLET = re.compile(r"^\s*(?:[-*•+]|\d{1,3}[.)])\s+")
+_EDGE_JUNK = " \t\n.,;:!?)]}*_"
+
+
+def _claim_text(segment: str) -> str:
+    """The sentence a marker closes: the last sentence before it since the previous marker."""
+    segment = segment.strip().lstrip(_EDGE_JUNK)
+    pieces = [p for p in _SENTENCE_BREAK.split(segment) if p.strip()]
+    return _BULLET.sub("", pieces[-1]).strip() if pieces else ""
+
+
+def _quote_of(claim: str) -> str:
+    """A double-quoted span inside the claim if there is one (the longest), else the claim."""
+    quoted = [m.group(1).strip() for m in _QUOTED.finditer(claim)]
+    chosen = max(quoted, key=len) if quoted else claim
+    return chosen.strip().rstrip(_EDGE_JUNK).lstrip("*_ ").strip()
+
+
+def marker_chunk_id(n: int, evidence: Sequence[EvidenceItem]) -> str:
+    """The chunk id behind ``[n]``; an out-of-range number stays visible as ``[n]``."""
+    return evidence[n - 1].chunk_id if 1 <= n <= len(evidence) else f"[{n}]"
+
+
+def parse_marked_citations(
+    text: str, evidence: Sequence[EvidenceItem]
+) -> tuple[CitationClaim, ...]:
+    """Citations from an answer written in the ``cite_markers`` form.
+
+    Each ``[n]`` (or ``[n, m]``, or adjacent ``[n][m]``) cites evidence n for the sentence it
+    closes: the text since the previous marker, last sentence only. The quote is the longest
+    double-quoted span inside that sentence if any, else the sentence itself; either must occur
+    in the cited evidence for the citation to verify. A number outside the evidence list
+    becomes a citation of ``[n]``, which verification reports as not admitted.
+    """
+    out: dict[tuple[str, str], None] = {}
+    last_end = 0
+    claim = ""
+    for m in _MARKER.finditer(text):
+        between = text[last_end : m.start()]
+        if between.strip(_EDGE_JUNK) or not claim:
+            claim = _claim_text(between)
+        last_end = m.end()
+        quote = _quote_of(claim)
+        for number in re.findall(r"\d+", m.group(1)):
+            out.setdefault((marker_chunk_id(int(number), evidence), quote), None)
+    return tuple(CitationClaim(chunk_id, quote) for chunk_id, quote in out)
+
+
+def looks_like_clarification(text: str, citations: Sequence[CitationClaim]) -> bool:
+    """An answer that cites nothing and ends in a question is the seed-001 clarifying question."""
+    return not citations and text.rstrip().rstrip("\"'”»)").endswith(("?", "？", "؟"))
