@@ -462,6 +462,27 @@ def decide(
     return POLICIES[config.policy](candidates, s, config, rerank)
 
 
+def policy_thresholds(config: PolicyConfig) -> dict[str, float]:
+    """The active policy's bounds by dotted name, for GetPolicy and dashboards."""
+    out: dict[str, float] = {}
+    section = getattr(config, config.policy)
+    if config.policy == "calibrated":
+        out["calibrated.bias"] = config.calibrated.bias
+        out.update(
+            {f"calibrated.coefficients.{k}": v for k, v in config.calibrated.coefficients.items()}
+        )
+    else:
+        out.update(
+            {f"{config.policy}.{f.name}": float(getattr(section, f.name)) for f in fields(section)}
+        )
+    if config.policy in ("seed000", "calibrated"):
+        out["tiers.confident"], out["tiers.uncertain"] = (
+            config.tiers.confident,
+            config.tiers.uncertain,
+        )
+    return out
+
+
 def arms_unavailable(config: PolicyConfig, detail: str) -> Decision:
     """The decision when retrieval could not be reached at all: refuse, never guess."""
     return Decision(

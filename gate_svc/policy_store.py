@@ -42,6 +42,9 @@ class PolicyStore:
         self.active = self._load(self._path)
         self.shadow = self._load(self._shadow_path) if self._shadow_path else None
         self._task: asyncio.Task[None] | None = None
+        # A bad file is reported once, not on every poll until someone fixes it.
+        self._rejected: dict[str, str] = {}
+        self._events: list[tuple[str, str, str]] = []
 
     @staticmethod
     def _load(path: Path) -> Loaded:
@@ -85,7 +88,8 @@ class PolicyStore:
                 "previous_version": current.config.version if current else "",
             },
         )
-        self._on_reload(role, "success", config.version)
+        self._rejected.pop(role, None)
+        self._events.append((role, "success", config.version))
         return Loaded(config, time.time(), str(path))
 
     def _reject(self, role: str, path: Path, current: Loaded | None, why: str) -> None:
@@ -94,13 +98,17 @@ class PolicyStore:
             "threshold config rejected; keeping the running version",
             extra={"role": role, "path": str(path), "error": why, "policy_version": version},
         )
-        self._on_reload(role, "failure", version)
+        self._events.append((role, "failure", version))
 
     def reload_now(self) -> None:
         """Check both files once (the watcher calls this; tests may too)."""
         self.active = self._reload_one("active", self._path, self.active) or self.active
         if self._shadow_path is not None:
             self.shadow = self._reload_one("shadow", self._shadow_path, self.shadow)
+        # Report after swapping, so listeners see the new state.
+        events, self._events = self._events, []
+        for event in events:
+            self._on_reload(*event)
 
     async def watch(self, interval_seconds: float) -> None:
         while True:

@@ -12,7 +12,7 @@ import grpc
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from google.protobuf.timestamp_pb2 import Timestamp
 from opentelemetry.instrumentation.grpc import aio_client_interceptors
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 from candor.common.v1 import evidence_pb2
 from candor.gate.v1 import gate_pb2 as pb
@@ -22,7 +22,7 @@ from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from candor.runtime.auth import Authenticator, forwarded_metadata
 from candor.runtime.deadline import DeadlineExhausted, downstream_timeout
 from candor.runtime.errors import FieldViolations, abort_info, abort_invalid
-from candor.runtime.metrics import ServiceMetrics
+from candor.runtime.metrics import LATENCY_BUCKETS, ServiceMetrics
 from candor.runtime.server import ServiceSpec
 from candor.runtime.validation import check_query, check_tenant
 from candor.settings import Settings
@@ -37,9 +37,10 @@ from gate_svc.policy import (
     PolicyConfig,
     arms_unavailable,
     decide,
-    load_policy,
+    policy_thresholds,
 )
-from gate_svc.refusal import refusal_message
+from gate_svc.policy_store import Loaded, PolicyStore
+from gate_svc.refusal import detect_language, refusal_message
 from gate_svc.signals import CandidateView
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["GateService"].full_name
@@ -66,24 +67,52 @@ _REASONS = {
 
 class GateMetrics:
     def __init__(self, metrics: ServiceMetrics) -> None:
+        r = metrics.registry
         self.decisions = Counter(
             "candor_gate_decisions_total",
-            "Gate decisions by outcome, reason and threshold config version.",
-            ["outcome", "reason", "policy_version", "policy"],
-            registry=metrics.registry,
+            "Gate decisions by outcome, reason, tier and threshold config version.",
+            ["outcome", "reason", "tier", "policy_version"],
+            registry=r,
         )
         self.confidence = Histogram(
             "candor_gate_confidence",
             "Confidence of gate decisions.",
             ["outcome"],
             buckets=(0.05, 0.1, 0.2, 0.3, 0.4, 0.45, 0.5, 0.6, 0.7, 0.75, 0.8, 0.9, 1.0),
-            registry=metrics.registry,
+            registry=r,
+        )
+        self.decide_seconds = Histogram(
+            "candor_gate_decide_seconds",
+            "Signals + policy computation for one decision (no retrieval).",
+            buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05),
+            registry=r,
+        )
+        self.evaluate_seconds = Histogram(
+            "candor_gate_evaluate_seconds",
+            "Time to a decision, retrieval included.",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
         )
         self.tokens = Counter(
-            "candor_gate_pass_tokens_total",
-            "Pass tokens minted.",
-            ["policy_version"],
-            registry=metrics.registry,
+            "candor_gate_pass_tokens_total", "Pass tokens minted.", ["policy_version"], registry=r
+        )
+        self.shadow = Counter(
+            "candor_gate_shadow_decisions_total",
+            "Shadow config decisions, by agreement with the active outcome.",
+            ["agreement", "policy_version", "shadow_version"],
+            registry=r,
+        )
+        self.reloads = Counter(
+            "candor_gate_config_reloads_total",
+            "Threshold config loads by role and result.",
+            ["role", "result"],
+            registry=r,
+        )
+        self.policy_info = Gauge(
+            "candor_gate_policy_info",
+            "1 for the threshold config version in each role.",
+            ["role", "policy_version"],
+            registry=r,
         )
 
 
@@ -107,14 +136,13 @@ class GateServicer(pb_grpc.GateServiceServicer):
     def __init__(
         self,
         settings: Settings,
-        policy: PolicyConfig,
+        policies: PolicyStore,
         signer: TokenSigner,
         auth: Authenticator,
         metrics: GateMetrics,
     ) -> None:
         self._s = settings.gate
-        self._policy = policy
-        self._policy_loaded_at = time.time()
+        self._policies = policies
         self._signer, self._auth, self._m = signer, auth, metrics
         interceptors = aio_client_interceptors()  # type: ignore[no-untyped-call]
         self._retrieval_channel = grpc.aio.insecure_channel(
@@ -146,7 +174,8 @@ class GateServicer(pb_grpc.GateServiceServicer):
         mode: int,
         context: grpc.aio.ServicerContext,
     ) -> pb.Decision:
-        policy = self._policy
+        started = time.perf_counter()
+        policy = self._policies.active.config.for_tenant(tenant)
         arms: list[retrieval_pb2.ArmStatus] = []
         degraded = False
         try:
@@ -171,7 +200,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
                 decision = arms_unavailable(
                     policy, f"retrieval: {exc.code().name}: {exc.details()}"
                 )
-                return self._finish(decision, tenant, query, language, [], True)
+                return self._finish(decision, tenant, query, language, [], True, policy)
             await abort_info(
                 context, exc.code(), "RETRIEVAL_" + exc.code().name, exc.details() or ""
             )
@@ -183,8 +212,38 @@ class GateServicer(pb_grpc.GateServiceServicer):
             for a in arms
             if a.state in (retrieval_pb2.ARM_STATE_ERROR, retrieval_pb2.ARM_STATE_TIMEOUT)
         )
-        decision = decide(candidates, policy.for_tenant(tenant), query, down)
-        return self._finish(decision, tenant, query, language, arms, degraded)
+        t0 = time.perf_counter()
+        decision = decide(candidates, policy, query, down)
+        self._m.decide_seconds.observe(time.perf_counter() - t0)
+        out = self._finish(decision, tenant, query, language, arms, degraded, policy)
+        shadow = self._policies.shadow
+        if shadow is not None:
+            s = decide(candidates, shadow.config.for_tenant(tenant), query, down)
+            agrees = s.outcome == decision.outcome
+            out.shadow.CopyFrom(
+                pb.ShadowDecision(
+                    policy_version=s.policy_version,
+                    outcome=_OUTCOMES[s.outcome],
+                    reason=_REASONS[s.reason],
+                    confidence=s.confidence,
+                    agrees=agrees,
+                )
+            )
+            self._m.shadow.labels(
+                "agree" if agrees else "disagree", decision.policy_version, s.policy_version
+            ).inc()
+            if not agrees:
+                log.info(
+                    "shadow disagrees",
+                    extra={
+                        "decision_id": out.decision_id,
+                        "outcome": decision.outcome,
+                        "shadow_outcome": s.outcome,
+                        "shadow_version": s.policy_version,
+                    },
+                )
+        self._m.evaluate_seconds.observe(time.perf_counter() - started)
+        return out
 
     def _finish(
         self,
@@ -194,6 +253,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
         language: str,
         arms: list[retrieval_pb2.ArmStatus],
         degraded: bool,
+        policy: PolicyConfig,
     ) -> pb.Decision:
         out = pb.Decision(
             decision_id=uuid.uuid4().hex,
@@ -238,10 +298,10 @@ class GateServicer(pb_grpc.GateServiceServicer):
             self._m.tokens.labels(d.policy_version).inc()
         else:
             message, lang = refusal_message(
-                query, language, self._policy.refusal_messages, self._policy.default_language
+                query, language, policy.refusal_messages, policy.default_language
             )
             out.refusal_message, out.refusal_language = message, lang
-        self._m.decisions.labels(d.outcome, d.reason, d.policy_version, d.policy_name).inc()
+        self._m.decisions.labels(d.outcome, d.reason, d.tier, d.policy_version).inc()
         self._m.confidence.labels(d.outcome).observe(d.confidence)
         log.info(
             "decision",
@@ -313,23 +373,22 @@ class GateServicer(pb_grpc.GateServiceServicer):
             if v:
                 await abort_invalid(context, v)
             await self._auth.authorize(context, request.tenant)
-        p = self._policy
-        s = p.seed000
-        return pb.GetPolicyResponse(
-            active=pb.PolicyInfo(
-                version=p.version,
-                policy_name=p.policy,
-                loaded_at=Timestamp(seconds=int(self._policy_loaded_at)),
-                sha256=p.sha256,
-                thresholds=[
-                    pb.Threshold(name="seed000.max_distance", value=s.max_distance),
-                    pb.Threshold(name="seed000.chunk_floor", value=s.chunk_floor),
-                    pb.Threshold(name="seed000.answer_gate", value=s.answer_gate),
-                    pb.Threshold(name="tiers.confident", value=p.tiers.confident),
-                    pb.Threshold(name="tiers.uncertain", value=p.tiers.uncertain),
-                ],
-            )
-        )
+        active = self._policies.active
+        reply = pb.GetPolicyResponse(active=_policy_info(active, request.tenant))
+        if self._policies.shadow is not None:
+            reply.shadow.CopyFrom(_policy_info(self._policies.shadow, request.tenant))
+        return reply
+
+
+def _policy_info(loaded: Loaded, tenant: str) -> pb.PolicyInfo:
+    config = loaded.config.for_tenant(tenant) if tenant else loaded.config
+    return pb.PolicyInfo(
+        version=config.version,
+        policy_name=config.policy,
+        loaded_at=Timestamp(seconds=int(loaded.loaded_at)),
+        sha256=config.sha256,
+        thresholds=[pb.Threshold(name=k, value=v) for k, v in policy_thresholds(config).items()],
+    )
 
 
 def signing_key(settings: Settings) -> Ed25519PrivateKey:
@@ -348,18 +407,47 @@ def build_gate(settings: Settings) -> ServiceSpec:
     g = settings.gate
     key = signing_key(settings)
     signer = TokenSigner(key, g.key_id, g.issuer, g.audience, g.token_ttl_seconds)
-    policy = load_policy(g.policy_path or None)
-    log.info(
-        "threshold config loaded", extra={"policy_version": policy.version, "policy": policy.policy}
-    )
     metrics = ServiceMetrics()
-    servicer = GateServicer(
-        settings, policy, signer, Authenticator(settings.auth, SERVICE_NAME), GateMetrics(metrics)
+    gate_metrics = GateMetrics(metrics)
+
+    def on_reload(role: str, result: str, version: str) -> None:
+        gate_metrics.reloads.labels(role, result).inc()
+        publish_versions()
+
+    policies = PolicyStore(g.policy_path or None, g.shadow_policy_path or None, on_reload)
+
+    def publish_versions() -> None:
+        gate_metrics.policy_info.clear()
+        gate_metrics.policy_info.labels("active", policies.active.config.version).set(1)
+        if policies.shadow is not None:
+            gate_metrics.policy_info.labels("shadow", policies.shadow.config.version).set(1)
+
+    publish_versions()
+    log.info(
+        "threshold config loaded",
+        extra={
+            "policy_version": policies.active.config.version,
+            "policy": policies.active.config.policy,
+            "shadow_version": policies.shadow.config.version if policies.shadow else "",
+        },
     )
+    detect_language("warm up the language model")  # loads py3langid before SERVING
+    servicer = GateServicer(
+        settings, policies, signer, Authenticator(settings.auth, SERVICE_NAME), gate_metrics
+    )
+
+    async def on_start() -> None:
+        policies.start(g.policy_poll_seconds)
+
+    async def on_stop() -> None:
+        await policies.stop()
+        await servicer.close()
+
     return ServiceSpec(
         name=SERVICE_NAME,
         register=lambda server: pb_grpc.add_GateServiceServicer_to_server(servicer, server),
         settings=g.server,
         metrics=metrics,
-        on_stop=servicer.close,
+        on_start=on_start,
+        on_stop=on_stop,
     )

@@ -31,6 +31,8 @@ class ServiceSpec:
     metrics: ServiceMetrics = field(default_factory=ServiceMetrics)
     on_stop: Callable[[], Awaitable[None]] | None = None
     """Runs after the server drained (close stores, channels)."""
+    on_start: Callable[[], Awaitable[None]] | None = None
+    """Runs once the server listens, before it reports SERVING (start watchers)."""
 
 
 @dataclass
@@ -82,6 +84,8 @@ async def start_service(spec: ServiceSpec) -> RunningService:
         raise OSError(f"cannot bind {s.host}:{s.port} for {spec.name}")
     await server.start()
     spec.metrics.serve(s.host, s.metrics_port)
+    if spec.on_start is not None:
+        await spec.on_start()
     running = RunningService(spec, server, health_servicer, port)
     await running.set_serving(True)
     log.info(

@@ -1,0 +1,77 @@
+"""Hot reload: a new version takes over, an invalid or same-version file is rejected."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from gate_svc.policy import PolicyError
+from gate_svc.policy_store import PolicyStore
+
+V1 = 'version: "v1"\npolicy: seed000\n'
+V2 = 'version: "v2"\npolicy: seed001\n'
+
+
+def test_a_new_version_replaces_the_active_one(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(V1)
+    events: list[tuple[str, str, str]] = []
+    store = PolicyStore(path, on_reload=lambda *e: events.append(e))
+    assert store.active.config.version == "v1"
+    store.reload_now()
+    assert events == []  # unchanged file: nothing happens
+    path.write_text(V2)
+    store.reload_now()
+    assert (store.active.config.version, store.active.config.policy) == ("v2", "seed001")
+    assert events == [("active", "success", "v2")]
+
+
+@pytest.mark.parametrize(
+    "text", ["version: v3\npolicy: nope\n", "not: [valid", 'version: "v1"\npolicy: seed003\n']
+)
+def test_invalid_or_same_version_files_are_rejected_and_the_old_one_keeps_serving(
+    tmp_path: Path, text: str
+) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(V1)
+    events: list[tuple[str, str, str]] = []
+    store = PolicyStore(path, on_reload=lambda *e: events.append(e))
+    path.write_text(text)
+    store.reload_now()
+    assert store.active.config.version == "v1" and store.active.config.policy == "seed000"
+    assert events == [("active", "failure", "v1")]
+
+
+def test_a_configmap_style_symlink_swap_is_picked_up(tmp_path: Path) -> None:
+    # Kubernetes: policy.yaml -> ..data/policy.yaml, ..data -> ..2026_11_22_v1 (swapped atomically)
+    for name, text in (("..v1", V1), ("..v2", V2)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "policy.yaml").write_text(text)
+    os.symlink("..v1", tmp_path / "..data")
+    os.symlink("..data/policy.yaml", tmp_path / "policy.yaml")
+    store = PolicyStore(tmp_path / "policy.yaml")
+    assert store.active.config.version == "v1"
+    os.symlink("..v2", tmp_path / "..data_tmp")
+    os.replace(tmp_path / "..data_tmp", tmp_path / "..data")
+    store.reload_now()
+    assert store.active.config.version == "v2"
+
+
+def test_an_invalid_file_at_start_up_is_fatal(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text("version: 1.10\n")
+    with pytest.raises(PolicyError, match="quoted string"):
+        PolicyStore(path)
+
+
+def test_shadow_is_loaded_and_reloaded_separately(tmp_path: Path) -> None:
+    active, shadow = tmp_path / "a.yaml", tmp_path / "s.yaml"
+    active.write_text(V1)
+    shadow.write_text(V2)
+    store = PolicyStore(active, shadow)
+    assert store.shadow is not None and store.shadow.config.version == "v2"
+    shadow.write_text('version: "v3"\npolicy: seed003\n')
+    store.reload_now()
+    assert store.shadow.config.version == "v3" and store.active.config.version == "v1"
