@@ -130,6 +130,29 @@ class RetrievalSettings:
 
 
 @dataclass(frozen=True)
+class RerankerSettings:
+    """Optional reranker (gate_svc.rerank); the gate works without one."""
+
+    backend: str = "none"
+    """none, cohere, or llm (seed 002's evidence-required rerank on an OpenAI-compatible API)."""
+    timeout_seconds: float = 1.5
+    """Whole budget per decision, retry included; capped by the caller's deadline."""
+    max_candidates: int = 10
+    model: str = ""
+    base_url: str = ""
+    api_key: str = ""
+    api_key_file: str = ""
+    max_retries: int = 1
+    backoff_seconds: float = 0.2
+    answers_at: float = 0.8
+    partial_at: float = 0.5
+    supplement_at: float = 0.15
+    max_tokens_per_doc: int = 0
+    max_output_tokens: int = 1024
+    max_chars_per_candidate: int = 2000
+
+
+@dataclass(frozen=True)
 class GateSettings:
     server: ServerSettings = ServerSettings(port=50052, metrics_port=9102)
     policy_path: str = ""
@@ -149,6 +172,7 @@ class GateSettings:
     retrieval_timeout_seconds: float = 3.0
     generation_timeout_seconds: float = 30.0
     max_query_chars: int = 2000
+    reranker: RerankerSettings = RerankerSettings()
 
 
 @dataclass(frozen=True)
@@ -352,6 +376,13 @@ def _validate(s: Settings) -> None:
             "retrieval.chunk_overlap_words must be < chunk_words",
         ),
         (s.gate.token_ttl_seconds > 0, "gate.token_ttl_seconds must be > 0"),
+        (
+            s.gate.reranker.backend in ("none", "cohere", "llm"),
+            "gate.reranker.backend must be none, cohere or llm",
+        ),
+        (s.gate.reranker.timeout_seconds > 0, "gate.reranker.timeout_seconds must be > 0"),
+        (s.gate.reranker.max_candidates >= 1, "gate.reranker.max_candidates must be >= 1"),
+        (s.gate.reranker.max_retries >= 0, "gate.reranker.max_retries must be >= 0"),
         (
             s.generator.backend in ("extractive", "cohere", "openai_compat"),
             "generator.backend must be extractive, cohere or openai_compat",

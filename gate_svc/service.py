@@ -25,7 +25,7 @@ from candor.runtime.errors import FieldViolations, abort_info, abort_invalid
 from candor.runtime.metrics import LATENCY_BUCKETS, ServiceMetrics
 from candor.runtime.server import ServiceSpec
 from candor.runtime.validation import check_query, check_tenant
-from candor.settings import Settings
+from candor.settings import Settings, SettingsError
 from candor.token import TokenSigner, load_or_create_signing_key, write_public_key
 from gate_svc.policy import (
     CLARIFY,
@@ -41,6 +41,8 @@ from gate_svc.policy import (
 )
 from gate_svc.policy_store import Loaded, PolicyStore
 from gate_svc.refusal import detect_language, refusal_message
+from gate_svc.rerank import build_reranker
+from gate_svc.rerank_view import RerankView
 from gate_svc.signals import CandidateView
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["GateService"].full_name
@@ -102,6 +104,19 @@ class GateMetrics:
             ["agreement", "policy_version", "shadow_version"],
             registry=r,
         )
+        self.rerank_seconds = Histogram(
+            "candor_gate_rerank_seconds",
+            "Reranker latency per decision.",
+            ["backend"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.rerank_fallbacks = Counter(
+            "candor_gate_rerank_fallbacks_total",
+            "Decisions where the reranker failed and retrieval scores were used.",
+            ["backend", "reason"],
+            registry=r,
+        )
         self.reloads = Counter(
             "candor_gate_config_reloads_total",
             "Threshold config loads by role and result.",
@@ -143,6 +158,10 @@ class GateServicer(pb_grpc.GateServiceServicer):
     ) -> None:
         self._s = settings.gate
         self._policies = policies
+        try:
+            self._reranker = build_reranker(settings.gate.reranker)
+        except ValueError as exc:
+            raise SettingsError(str(exc)) from exc
         self._signer, self._auth, self._m = signer, auth, metrics
         interceptors = aio_client_interceptors()  # type: ignore[no-untyped-call]
         self._retrieval_channel = grpc.aio.insecure_channel(
@@ -155,6 +174,8 @@ class GateServicer(pb_grpc.GateServiceServicer):
         self._generator = generator_pb2_grpc.GeneratorServiceStub(self._generator_channel)
 
     async def close(self) -> None:
+        if self._reranker is not None:
+            await self._reranker.aclose()
         await self._retrieval_channel.close()
         await self._generator_channel.close()
 
@@ -212,13 +233,14 @@ class GateServicer(pb_grpc.GateServiceServicer):
             for a in arms
             if a.state in (retrieval_pb2.ARM_STATE_ERROR, retrieval_pb2.ARM_STATE_TIMEOUT)
         )
+        rerank = await self._rerank(query, candidates, context)
         t0 = time.perf_counter()
-        decision = decide(candidates, policy, query, down)
+        decision = decide(candidates, policy, query, down, rerank)
         self._m.decide_seconds.observe(time.perf_counter() - t0)
         out = self._finish(decision, tenant, query, language, arms, degraded, policy)
         shadow = self._policies.shadow
         if shadow is not None:
-            s = decide(candidates, shadow.config.for_tenant(tenant), query, down)
+            s = decide(candidates, shadow.config.for_tenant(tenant), query, down, rerank)
             agrees = s.outcome == decision.outcome
             out.shadow.CopyFrom(
                 pb.ShadowDecision(
@@ -244,6 +266,28 @@ class GateServicer(pb_grpc.GateServiceServicer):
                 )
         self._m.evaluate_seconds.observe(time.perf_counter() - started)
         return out
+
+    async def _rerank(
+        self, query: str, candidates: list[CandidateView], context: grpc.aio.ServicerContext
+    ) -> RerankView | None:
+        if self._reranker is None or not candidates:
+            return None
+        r = self._s.reranker
+        try:
+            budget = downstream_timeout(context, r.timeout_seconds)
+        except DeadlineExhausted as exc:
+            self._m.rerank_fallbacks.labels(self._reranker.name, "DEADLINE").inc()
+            return RerankView(fallback=True, error=str(exc), backend=self._reranker.name)
+        result = await self._reranker.rerank(query, candidates[: r.max_candidates], budget)
+        self._m.rerank_seconds.labels(result.backend).observe(result.latency_seconds)
+        if result.fallback:
+            self._m.rerank_fallbacks.labels(result.backend, result.error_reason or "ERROR").inc()
+        return RerankView(
+            scale={s.chunk_id: s.scale for s in result.scores},
+            fallback=result.fallback,
+            error=result.error,
+            backend=result.backend,
+        )
 
     def _finish(
         self,
