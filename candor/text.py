@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
 _WORD = re.compile(r"[\w][\w'’\-\.]*[\w]|[\w]", re.UNICODE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
@@ -178,11 +179,17 @@ def stem(word: str) -> str:
 
 def content_terms(text: str) -> list[str]:
     """Stemmed non-stopword terms, in order, without duplicates."""
+    return list(_content_terms(text))
+
+
+@lru_cache(maxsize=16384)
+def _content_terms(text: str) -> tuple[str, ...]:
+    # Evidence chunks recur across decisions; caching keeps the gate well under a millisecond.
     seen: dict[str, None] = {}
     for w in words(text):
         if w not in STOPWORDS and (len(w) > 1 or w.isdigit()):
             seen.setdefault(stem(w), None)
-    return list(seen)
+    return tuple(seen)
 
 
 def _blocks(text: str) -> list[str]:
@@ -202,6 +209,11 @@ def _blocks(text: str) -> list[str]:
 
 def sentences(text: str) -> list[str]:
     """Split text into sentences; markdown headings and list items stand alone."""
+    return list(_sentences(text))
+
+
+@lru_cache(maxsize=4096)
+def _sentences(text: str) -> tuple[str, ...]:
     out: list[str] = []
     for block in _blocks(text):
         numbered = _NUMBERED.match(block)
@@ -211,7 +223,7 @@ def sentences(text: str) -> list[str]:
             s = " ".join(piece.split())
             if s:
                 out.append(prefix + s if i == 0 else s)
-    return out
+    return tuple(out)
 
 
 # Expected answer type: what kind of token an answer to the question must contain.
