@@ -74,7 +74,7 @@ def parser() -> argparse.ArgumentParser:
     _common(reindex)
     reindex.set_defaults(target="127.0.0.1:50051")
     bench = sub.add_parser("bench", help="benchmarks (see docs/benchmarks.md)")
-    bench.add_argument("what", choices=["retrieval"])
+    bench.add_argument("what", choices=["retrieval", "stack"])
     bench.add_argument("rest", nargs=argparse.REMAINDER)
     return ap
 
@@ -153,6 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "verify":
         return _verify(args)
     if args.command == "bench":
+        if args.what == "stack":
+            from evals import bench_stack
+
+            return bench_stack.main(args.rest)
         from evals import bench_retrieval
 
         return bench_retrieval.main(args.rest)

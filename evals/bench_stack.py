@@ -1,0 +1,249 @@
+"""Whole-stack benchmark over gRPC: Retrieve, Evaluate, Ask refused, Ask answered.
+
+    candor bench stack --chunks 10000 [--queries 200] [--json PATH] [--out docs/benchmarks.md]
+
+All three services run in one process (the embedded default) started as a subprocess, so its
+peak RSS is the stack's. After ingest the stack is restarted, as a deploy would, so the dense
+HNSW index is built before measuring. "Answered" queries are sentence fragments of indexed
+chunks (the gate passes most of them); "refused" queries are general-knowledge questions the
+knowledge base cannot answer. Each operation runs at 1, 8 and 32 requests in flight.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import grpc
+
+from candor.gate.v1 import gate_pb2, gate_pb2_grpc
+from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
+from candor.runtime.server import health_check
+from evals.bench_retrieval import _rss_mib, make_documents
+
+REFUSED = [
+    "Who won the 1998 football World Cup?",
+    "What is the boiling point of mercury?",
+    "How do I bake sourdough bread at home?",
+    "Who painted the ceiling of the Sistine Chapel?",
+    "What is the capital city of Australia?",
+    "How many moons does Jupiter have?",
+    "Who wrote the novel War and Peace?",
+    "What year did the Berlin Wall fall?",
+    "How tall is Mount Kilimanjaro?",
+    "What is the speed of sound in water?",
+]
+IN_FLIGHT = (1, 8, 32)
+
+
+def answered_queries(docs: list[retrieval_pb2.Document], n: int, seed: int = 5) -> list[str]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        # The opening of a chunk, asked back: close enough that seed 000's gate passes it.
+        out.append(" ".join(rng.choice(docs).text.split()[:20]) + "?")
+    return out
+
+
+async def _load(
+    call: Callable[[str], Awaitable[object]], queries: list[str], in_flight: int
+) -> tuple[list[float], float]:
+    latencies: list[float] = []
+    it = iter(queries)
+
+    async def worker() -> None:
+        for q in it:
+            start = time.perf_counter()
+            await call(q)
+            latencies.append(time.perf_counter() - start)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(in_flight)))
+    return latencies, len(queries) / (time.perf_counter() - start)
+
+
+async def _measure(
+    ports: dict[str, int], answered: list[str], refused: list[str]
+) -> dict[str, dict[str, float]]:
+    results: dict[str, dict[str, float]] = {}
+    async with (
+        grpc.aio.insecure_channel(f"127.0.0.1:{ports['retrieval']}") as rch,
+        grpc.aio.insecure_channel(f"127.0.0.1:{ports['gate']}") as gch,
+    ):
+        retrieval = retrieval_pb2_grpc.RetrievalServiceStub(rch)
+        gate = gate_pb2_grpc.GateServiceStub(gch)
+
+        async def retrieve(q: str) -> object:
+            return await retrieval.Retrieve(
+                retrieval_pb2.RetrieveRequest(tenant="bench", query=q), timeout=30
+            )
+
+        async def evaluate(q: str) -> object:
+            return await gate.Evaluate(
+                gate_pb2.EvaluateRequest(tenant="bench", query=q), timeout=30
+            )
+
+        async def ask(q: str) -> object:
+            return [
+                e async for e in gate.Ask(gate_pb2.AskRequest(tenant="bench", query=q), timeout=30)
+            ]
+
+        # Keep the fragments the gate passes, so "ask_answered" really reaches the generator.
+        passing = []
+        for q in answered:
+            reply = await gate.Evaluate(gate_pb2.EvaluateRequest(tenant="bench", query=q))
+            if reply.decision.outcome == gate_pb2.OUTCOME_PASS:
+                passing.append(q)
+        results["answered_pass_rate"] = {"share": len(passing) / max(1, len(answered))}
+        n_answered = len(answered) // 3
+        answered_passing = [passing[i % len(passing)] for i in range(n_answered)] if passing else []
+        ops: dict[str, tuple[Callable[[str], Awaitable[object]], list[str]]] = {
+            "retrieve": (retrieve, answered[:n_answered]),
+            "evaluate": (evaluate, answered[:n_answered]),
+            "ask_refused": (ask, refused),
+            "ask_answered": (ask, answered_passing),
+        }
+        for name, (call, queries) in ops.items():
+            await _load(call, queries[:10], 1)  # warm-up
+            for n in IN_FLIGHT:
+                xs, rate = await _load(call, queries, n)
+                xs.sort()
+                results[f"{name}@{n}"] = {
+                    "p50_ms": statistics.median(xs) * 1000,
+                    "p99_ms": xs[int(0.99 * (len(xs) - 1))] * 1000,
+                    "rps": rate,
+                }
+    return results
+
+
+def _start(env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "candor.cli.main", "serve"], env=env, stderr=subprocess.DEVNULL
+    )
+
+
+def _wait(proc: subprocess.Popen[bytes], port: int) -> None:
+    while health_check(f"127.0.0.1:{port}") != "SERVING":
+        if proc.poll() is not None:
+            raise RuntimeError("stack exited during start-up")
+        time.sleep(0.2)
+
+
+def run(n_chunks: int, n_queries: int) -> dict[str, object]:
+    base = 57000 + random.randrange(500) * 3
+    ports = {"retrieval": base, "gate": base + 1, "generator": base + 2}
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "CANDOR_DATA_DIR": tmp, "OMP_NUM_THREADS": "1"}
+        for svc, port in ports.items():
+            env[f"CANDOR_{svc.upper()}__SERVER__PORT"] = str(port)
+            env[f"CANDOR_{svc.upper()}__SERVER__METRICS_PORT"] = "0"
+            env[f"CANDOR_{svc.upper()}__SERVER__DRAIN_DELAY_SECONDS"] = "0"
+        env["CANDOR_GATE__RETRIEVAL_TARGET"] = f"127.0.0.1:{ports['retrieval']}"
+        env["CANDOR_GATE__GENERATOR_TARGET"] = f"127.0.0.1:{ports['generator']}"
+        proc = _start(env)
+        try:
+            _wait(proc, ports["gate"])
+            docs = make_documents(n_chunks)
+            start = time.perf_counter()
+            with grpc.insecure_channel(f"127.0.0.1:{ports['retrieval']}") as ch:
+                stub = retrieval_pb2_grpc.RetrievalServiceStub(ch)
+                for i in range(0, len(docs), 200):
+                    stub.UpsertDocuments(
+                        retrieval_pb2.UpsertDocumentsRequest(
+                            tenant="bench", documents=docs[i : i + 200]
+                        ),
+                        timeout=600,
+                    )
+                    print(
+                        f"\r  ingest {min(i + 200, len(docs))}/{len(docs)}",
+                        end="",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+            ingest_rate = len(docs) / (time.perf_counter() - start)
+            print(file=sys.stderr)
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(60)
+            restart = time.perf_counter()
+            proc = _start(env)
+            _wait(proc, ports["gate"])
+            startup = time.perf_counter() - restart
+            refused = [REFUSED[i % len(REFUSED)] for i in range(n_queries)]
+            # Three candidates per answered query; only those the gate passes are replayed.
+            results = asyncio.run(_measure(ports, answered_queries(docs, 3 * n_queries), refused))
+            return {
+                "chunks": n_chunks,
+                "ingest_chunks_per_s": ingest_rate,
+                "restart_seconds": startup,
+                "peak_rss_mib": _rss_mib(proc.pid),
+                "operations": results,
+            }
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(60)
+
+
+def report(runs: list[dict[str, object]]) -> str:
+    lines = [
+        f"## Whole-stack benchmark — {time.strftime('%Y-%m-%d')}",
+        "",
+        f"Machine: {os.cpu_count()} cores, {platform.machine()}, Python "
+        f"{platform.python_version()}; all three services in one process on the embedded "
+        "backends, seed 000 policy, extractive generator. Command: `candor bench stack`.",
+        "",
+        "| chunks | operation | p50/p99 ms @1 | p50/p99 ms @8 | p50/p99 ms @32 | rps @1/@8/@32 |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        ops = r["operations"]
+        assert isinstance(ops, dict)
+        for op in ("retrieve", "evaluate", "ask_refused", "ask_answered"):
+            cells = [ops[f"{op}@{n}"] for n in IN_FLIGHT]
+            lat = " | ".join(f"{c['p50_ms']:.1f}/{c['p99_ms']:.1f}" for c in cells)
+            rps = "/".join(f"{c['rps']:.0f}" for c in cells)
+            lines.append(f"| {r['chunks']:,} | {op} | {lat} | {rps} |")
+        lines.append(
+            f"| {r['chunks']:,} | (stack) | ingest {r['ingest_chunks_per_s']:.0f} chunks/s, "
+            f"peak RSS {r['peak_rss_mib']:.0f} MiB, restart {r['restart_seconds']:.1f} s, "
+            f"answered queries passing the gate {ops['answered_pass_rate']['share']:.0%} | | | |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="candor bench stack")
+    ap.add_argument("--chunks", type=int, nargs="+", default=[10_000])
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--json", type=Path, default=None, help="write machine-readable results")
+    ap.add_argument("--out", type=Path, default=None, help="append the table to this file")
+    args = ap.parse_args(argv)
+    runs = [run(n, args.queries) for n in args.chunks]
+    text = report(runs)
+    print(text)
+    if args.out:
+        with args.out.open("a") as f:
+            f.write("\n" + text)
+    if args.json:
+        flat = {}
+        for r in runs:
+            ops = r["operations"]
+            assert isinstance(ops, dict)
+            flat.update({f"{r['chunks']}:{op}": v for op, v in ops.items()})
+        args.json.write_text(json.dumps(flat, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
