@@ -274,8 +274,10 @@ _TYPE_EVIDENCE: dict[str, re.Pattern[str]] = {
 
 def expected_answer_type(question: str) -> str:
     """The kind of fact the question asks for (duration, money, number, date, person), or ''."""
+    # Each clause counts: "I bought a label last week. How long do I have to ...?"
+    clauses = [c for c in re.split(r"(?<=[.?!;])\s+|,\s+", question) if c.strip()] or [question]
     for name, pattern in _ANSWER_TYPES:
-        if pattern.search(question):
+        if any(pattern.search(clause) for clause in clauses):
             return name
     return ""
 

@@ -1,0 +1,245 @@
+"""Run a labelled dataset through retrieval and every gate policy; save one row per question.
+
+    candor eval run DATASET_DIR --out RESULTS.jsonl [--limit N]
+
+DATASET_DIR holds ``corpus.jsonl`` and ``questions.jsonl`` (docs/datasets.md). The corpus is
+indexed into fresh embedded stores (the same code the retrieval service runs); each question is
+retrieved once in hybrid mode (plus dense-only and keyword-only for recall), every signal is
+computed once, and every policy decides on the same candidates. ``calibrate`` and ``report``
+read the rows, so a dataset is retrieved once however many policies are compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gate_svc.policy import PolicyConfig, decide, parse_policy
+from gate_svc.signals import CandidateView, compute_signals
+from retrieval_svc.embed.factory import open_embedders
+from retrieval_svc.ingest import SourceDocument
+from retrieval_svc.knowledge_base import KnowledgeBase, RetrievalResult, RetrieveParams
+from retrieval_svc.stores.edge import EdgeDenseStore
+from retrieval_svc.stores.tantivy_store import TantivyKeywordStore
+
+TENANT = "eval"
+
+#: The baselines every report carries, as threshold configs (the calibrated one is added by
+#: ``candor calibrate``). ``top1_cosine`` is a plain score floor, what peers offer.
+BASELINES: dict[str, str] = {
+    "always_answer": 'version: "baseline-always"\npolicy: seed000\n'
+    "seed000: {chunk_floor: 0, answer_gate: 0, max_distance: 2}\n",
+    "seed000": 'version: "baseline-seed000"\npolicy: seed000\n',
+    "seed001": 'version: "baseline-seed001"\npolicy: seed001\n',
+    "seed003": 'version: "baseline-seed003"\npolicy: seed003\n',
+    "seed004": 'version: "baseline-seed004"\npolicy: seed004\n',
+}
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    question: str
+    answerable: bool
+    gold_ids: tuple[str, ...]
+    kind: str
+    split: str
+    answer: str = ""
+
+
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, start=1):
+            if line.strip():
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise SystemExit(f"{path}:{n}: not JSON: {exc}") from exc
+
+
+def load_questions(path: Path) -> list[Question]:
+    out = []
+    for row in read_jsonl(path):
+        answerable = bool(row["answerable"])
+        kind = str(row.get("kind") or ("answerable" if answerable else "unanswerable"))
+        out.append(
+            Question(
+                str(row["id"]),
+                str(row["question"]),
+                answerable,
+                tuple(str(g) for g in row.get("gold_ids") or ()),
+                kind,
+                str(row.get("split") or "test"),
+                str(row.get("answer") or ""),
+            )
+        )
+    return out
+
+
+def load_corpus(path: Path) -> list[SourceDocument]:
+    return [
+        SourceDocument(TENANT, str(r["id"]), str(r.get("title") or ""), str(r["text"]), 1)
+        for r in read_jsonl(path)
+    ]
+
+
+def _views(result: RetrievalResult) -> list[CandidateView]:
+    return [
+        CandidateView(
+            chunk_id=c.chunk.chunk_id,
+            parent_id=c.chunk.parent_id,
+            document_id=c.chunk.document_id,
+            title=c.chunk.title,
+            text=c.chunk.text,
+            source_kind=c.chunk.source_kind,
+            cosine=c.dense.score if c.dense else None,
+            bm25=c.keyword.score if c.keyword else None,
+            fused_score=c.fused_score,
+            fused_rank=c.fused_rank,
+            in_both=c.in_both,
+        )
+        for c in result.candidates
+    ]
+
+
+def _ranked_documents(result: RetrievalResult, arm: str) -> list[str]:
+    hits = next(a.hits for a in result.arms if a.arm == arm)
+    seen: dict[str, None] = {}
+    for h in hits:
+        seen.setdefault(h.chunk.document_id, None)
+    return list(seen)
+
+
+def evaluate_row(
+    q: Question,
+    candidates: Sequence[CandidateView],
+    policies: dict[str, PolicyConfig],
+    recall: dict[str, list[str]],
+) -> dict[str, Any]:
+    """One question's signals and every policy's decision, as a JSON-ready row."""
+    signals = compute_signals(candidates, q.question)
+    row: dict[str, Any] = {
+        "id": q.id,
+        "question": q.question,
+        "answerable": q.answerable,
+        "kind": q.kind,
+        "split": q.split,
+        "gold_ids": list(q.gold_ids),
+        "signals": signals.values,
+        "missing_facets": list(signals.missing_facets),
+        "ranked": recall,
+        "policies": {},
+    }
+    for name, config in policies.items():
+        d = decide(candidates, config, q.question)
+        row["policies"][name] = {
+            "outcome": d.outcome,
+            "confidence": d.confidence,
+            "reason": d.reason,
+            "tier": d.tier,
+            "evidence": sorted({e.document_id for e in d.evidence}),
+        }
+    row["policies"]["top1_cosine"] = {"confidence": signals.values["top_cosine"]}
+    return row
+
+
+async def _run(
+    questions: Sequence[Question],
+    kb: KnowledgeBase,
+    policies: dict[str, PolicyConfig],
+    out: Path,
+    progress: bool,
+) -> None:
+    with out.open("w", encoding="utf-8") as f:
+        for i, q in enumerate(questions, start=1):
+            result = await kb.retrieve(RetrieveParams(tenant=TENANT, query=q.question), 10.0)
+            recall = {
+                "hybrid": list(dict.fromkeys(c.chunk.document_id for c in result.candidates)),
+                "dense": _ranked_documents(result, "dense"),
+                "keyword": _ranked_documents(result, "keyword"),
+            }
+            f.write(json.dumps(evaluate_row(q, _views(result), policies, recall)) + "\n")
+            if progress and (i % 100 == 0 or i == len(questions)):
+                print(f"\r  questions {i}/{len(questions)}", end="", file=sys.stderr, flush=True)
+    if progress:
+        print(file=sys.stderr)
+
+
+def run(
+    dataset: Path,
+    out: Path,
+    policy_files: Sequence[Path] = (),
+    limit: int = 0,
+    embedder: str = "minilm",
+    progress: bool = True,
+) -> Path:
+    """Index the corpus, decide every question with every policy, write rows to ``out``."""
+    from candor.settings import load_settings
+
+    questions = load_questions(dataset / "questions.jsonl")
+    if limit:
+        questions = questions[:limit]
+    corpus = load_corpus(dataset / "corpus.jsonl")
+    policies = {name: parse_policy(text) for name, text in BASELINES.items()}
+    for p in policy_files:
+        config = parse_policy(p.read_text())
+        policies[config.policy if config.policy not in policies else p.stem] = config
+    settings = load_settings(env={"CANDOR_RETRIEVAL__EMBEDDER": embedder})
+    docs_embedder, query_embedder = open_embedders(settings.retrieval)
+    with tempfile.TemporaryDirectory() as tmp:
+        kb = KnowledgeBase(
+            docs_embedder,
+            EdgeDenseStore(Path(tmp) / "dense", docs_embedder.dim),
+            TantivyKeywordStore(Path(tmp) / "keyword"),
+            settings.retrieval.chunk_words,
+            settings.retrieval.chunk_overlap_words,
+            query_embedder=query_embedder,
+        )
+        start = time.perf_counter()
+        for i in range(0, len(corpus), 256):
+            results = kb.upsert(corpus[i : i + 256])
+            failed = [r for r in results if r.outcome != "written"]
+            if failed:
+                raise SystemExit(f"indexing failed: {failed[0]}")
+            if progress:
+                print(
+                    f"\r  index {min(i + 256, len(corpus))}/{len(corpus)} passages",
+                    end="",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        if progress:
+            print(f" ({time.perf_counter() - start:.0f} s)", file=sys.stderr)
+        asyncio.run(_run(questions, kb, policies, out, progress))
+        kb.close()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="candor eval run")
+    ap.add_argument("dataset", type=Path)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument(
+        "--policy",
+        type=Path,
+        action="append",
+        default=[],
+        help="extra threshold config(s) to evaluate (e.g. a calibrated one)",
+    )
+    ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--embedder", default="minilm")
+    args = ap.parse_args(argv)
+    run(args.dataset, args.out, args.policy, args.limit, args.embedder)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
