@@ -16,7 +16,7 @@ OPENSEARCH_STAMP := $(VENV)/.opensearch-node-$(shell sha256sum $(OPENSEARCH_POM)
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -c requirements.lock -e '.[dev]'
+	$(BIN)/python -m pip install -q -c requirements.lock -e '.[dev,eval]'
 	rm -f $(VENV)/.installed-* && touch $@
 
 install: $(STAMP)
@@ -72,7 +72,7 @@ bench: install
 	$(BIN)/candor bench retrieval --out docs/benchmarks.md
 
 lock: install
-	(echo "# Exact versions CI installs (pip install -c requirements.lock -e '.[dev]'). Regenerate: make lock"; \
+	(echo "# Exact versions CI installs (pip install -c requirements.lock -e '.[dev,eval]'). Regenerate: make lock"; \
 	 $(BIN)/pip freeze --exclude-editable | grep -v '^candor') > requirements.lock
 
 clean:

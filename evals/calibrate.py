@@ -1,0 +1,178 @@
+"""``candor calibrate``: fit the calibrated gate on a dataset's *train* split, write a config.
+
+    candor calibrate RESULTS.jsonl --out policy.yaml [--target-far 0.05] [--confident-far 0.01]
+
+Reads the rows ``candor eval run`` wrote, fits a logistic model over the gate's signals on the
+train split only, and picks the tier bounds on the train split: ``uncertain`` is the lowest
+confidence whose false-acceptance rate stays at or under ``--target-far``, ``confident`` the
+same for ``--confident-far``. Writes a complete threshold config with a new version and the
+fit's provenance. scikit-learn is used here only (the ``eval`` extra); the gate just applies
+the coefficients.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from gate_svc.policy import parse_policy
+
+#: The signals the calibrated model reads. Raw counts that depend on a corpus's size (hits) or
+#: a deployment's options (reranker, curated answers) are left out so the fit transfers.
+FEATURES: tuple[str, ...] = (
+    "top_cosine",
+    "cosine_ratio",
+    "quality_gap",
+    "top_bm25",
+    "bm25_per_query_term",
+    "top_rrf",
+    "rrf_ratio",
+    "top_in_both",
+    "in_both_top_k",
+    "source_concentration",
+    "facet_coverage",
+    "missing_facets",
+    "best_sentence_alignment",
+    "answer_type_found",
+)
+#: Heavy-tailed scores enter as log(1 + x) so one huge BM25 score cannot dominate.
+LOG_FEATURES = frozenset({"top_bm25", "bm25_per_query_term", "rrf_ratio", "cosine_ratio"})
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def feature(row: dict[str, Any], name: str) -> float:
+    x = float(row["signals"].get(name, 0.0))
+    return math.log1p(max(0.0, x)) if name in LOG_FEATURES else x
+
+
+def matrix(rows: Sequence[dict[str, Any]]) -> np.ndarray[Any, np.dtype[np.float64]]:
+    return np.array([[feature(r, f) for f in FEATURES] for r in rows], dtype=np.float64)
+
+
+def threshold_for_far(
+    scores: np.ndarray[Any, Any], labels: np.ndarray[Any, Any], target: float
+) -> float:
+    """Lowest score threshold whose false-acceptance rate (negatives >= t) is <= target."""
+    negatives = np.sort(scores[labels == 0])[::-1]
+    if len(negatives) == 0:
+        return float(scores.min())
+    allowed = math.floor(target * len(negatives))
+    # Accepting strictly above the (allowed+1)-th highest negative keeps FAR <= target.
+    boundary = negatives[allowed] if allowed < len(negatives) else -math.inf
+    above = scores[scores > boundary]
+    return float(above.min()) if len(above) else float(boundary + 1e-9)
+
+
+def fit(
+    rows: Sequence[dict[str, Any]], target_far: float, confident_far: float, c: float = 1.0
+) -> dict[str, Any]:
+    """Fit on the given (train) rows; returns the ``calibrated`` and ``tiers`` config sections."""
+    from sklearn.linear_model import LogisticRegression
+
+    x = matrix(rows)
+    y = np.array([1 if r["answerable"] else 0 for r in rows])
+    if len(set(y.tolist())) < 2:
+        raise SystemExit("calibration needs both answerable and unanswerable train questions")
+    means = x.mean(axis=0)
+    scales = x.std(axis=0)
+    scales[scales == 0] = 1.0
+    model = LogisticRegression(C=c, max_iter=2000, class_weight="balanced")
+    model.fit((x - means) / scales, y)
+    coef = model.coef_[0]
+    z = model.intercept_[0] + ((x - means) / scales) @ coef
+    p = 1.0 / (1.0 + np.exp(-z))
+    uncertain = threshold_for_far(p, y, target_far)
+    confident = max(uncertain, threshold_for_far(p, y, confident_far))
+    return {
+        "calibrated": {
+            "bias": round(float(model.intercept_[0]), 6),
+            "coefficients": {f: round(float(w), 6) for f, w in zip(FEATURES, coef, strict=True)},
+            "means": {f: round(float(m), 6) for f, m in zip(FEATURES, means, strict=True)},
+            "scales": {f: round(float(s), 6) for f, s in zip(FEATURES, scales, strict=True)},
+        },
+        "tiers": {"confident": round(confident, 6), "uncertain": round(uncertain, 6)},
+        "train": {
+            "n": len(rows),
+            "answerable": int(y.sum()),
+            "far_at_uncertain": float(((p >= uncertain) & (y == 0)).sum() / max(1, (y == 0).sum())),
+            "frr_at_uncertain": float(((p < uncertain) & (y == 1)).sum() / max(1, (y == 1).sum())),
+        },
+    }
+
+
+def write_config(
+    fitted: dict[str, Any], out: Path, source: str, target_far: float, confident_far: float
+) -> str:
+    body = {
+        "policy": "calibrated",
+        "calibrated": {
+            **fitted["calibrated"],
+            "fitted_on": (
+                f"{source}; split=train; n={fitted['train']['n']}; "
+                f"target_far={target_far}; confident_far={confident_far}; "
+                f"train_far={fitted['train']['far_at_uncertain']:.4f}; "
+                f"train_frr={fitted['train']['frr_at_uncertain']:.4f}; "
+                f"date={time.strftime('%Y-%m-%d')}; features are log1p for "
+                + ",".join(sorted(LOG_FEATURES))
+            ),
+        },
+        "tiers": fitted["tiers"],
+        "max_evidence": 5,
+        "refusal_messages": {"en": "I don't have information on this in the knowledge base."},
+    }
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:8]
+    version = f"{time.strftime('%Y-%m-%d')}.calibrated.{digest}"
+    text = (
+        "# Written by `candor calibrate`; fit on the train split only. Do not edit by hand:\n"
+        "# refit, or copy to a new version.\n"
+        + yaml.safe_dump({"version": version, **body}, sort_keys=False, width=100)
+    )
+    parse_policy(text)  # the gate must accept what we write
+    out.write_text(text)
+    return version
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="candor calibrate")
+    ap.add_argument("results", type=Path, help="rows from `candor eval run`")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument(
+        "--target-far",
+        type=float,
+        default=0.05,
+        help="false acceptance allowed at the pass (uncertain) bound",
+    )
+    ap.add_argument("--confident-far", type=float, default=0.01)
+    ap.add_argument("--source", default="", help="dataset name for the provenance")
+    args = ap.parse_args(argv)
+    rows = [r for r in read_rows(args.results) if r.get("split") == "train"]
+    if not rows:
+        raise SystemExit("no train-split rows: calibrate never fits on test questions")
+    fitted = fit(rows, args.target_far, args.confident_far)
+    version = write_config(
+        fitted, args.out, args.source or str(args.results), args.target_far, args.confident_far
+    )
+    print(
+        f"wrote {args.out} version {version}: train n={fitted['train']['n']}, "
+        f"FAR {fitted['train']['far_at_uncertain']:.3f}, "
+        f"FRR {fitted['train']['frr_at_uncertain']:.3f} at uncertain >= "
+        f"{fitted['tiers']['uncertain']:.3f}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
