@@ -133,18 +133,51 @@ class InMemoryReplayStore:
             return True
 
 
+class KeyRing:
+    """Public keys by ``kid`` from a mounted directory, re-read so keys rotate without restarts.
+
+    An unknown ``kid`` triggers a re-read (at most once a second); the set is also refreshed
+    every ``refresh_seconds`` so a removed key stops verifying.
+    """
+
+    def __init__(self, directory: Path, refresh_seconds: float = 30.0) -> None:
+        self._dir, self._refresh = directory, refresh_seconds
+        self._keys = load_public_keys(directory)
+        self._loaded = self._last_miss = time.monotonic()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def _reload(self) -> None:
+        self._keys = load_public_keys(self._dir)
+        self._loaded = time.monotonic()
+
+    def get(self, kid: str) -> Ed25519PublicKey | None:
+        now = time.monotonic()
+        with self._lock:
+            if now - self._loaded > self._refresh:
+                self._reload()
+            key = self._keys.get(kid)
+            if key is None and now - self._last_miss > 1.0:
+                self._last_miss = now
+                self._reload()
+                key = self._keys.get(kid)
+        return key
+
+
 class TokenVerifier:
     """Checks pass tokens (generator side; holds only public keys)."""
 
     def __init__(
         self,
-        public_keys: Mapping[str, Ed25519PublicKey],
+        public_keys: Mapping[str, Ed25519PublicKey] | KeyRing,
         issuer: str,
         audience: str,
         replay_store: ReplayStore,
         clock_skew_seconds: int = 5,
     ) -> None:
-        self._keys = dict(public_keys)
+        self._keys = public_keys if isinstance(public_keys, KeyRing) else dict(public_keys)
         self._issuer, self._audience = issuer, audience
         self._replays = replay_store
         self._skew = clock_skew_seconds

@@ -22,7 +22,7 @@ from candor.runtime.metrics import ServiceMetrics
 from candor.runtime.server import ServiceSpec
 from candor.runtime.validation import check_query
 from candor.settings import Settings
-from candor.token import InMemoryReplayStore, TokenError, TokenVerifier, load_public_keys
+from candor.token import InMemoryReplayStore, KeyRing, TokenError, TokenVerifier
 from generator_svc.citations import verify_citations
 from generator_svc.groundedness import GroundednessResult, check_groundedness
 from generator_svc.llm.base import BackendError, Draft, EvidenceItem, GenerationInput, LLMBackend
@@ -299,8 +299,8 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
 def build_generator(settings: Settings) -> ServiceSpec:
     g = settings.generator
     keys_dir = Path(g.public_keys_dir) if g.public_keys_dir else settings.path("keys")
-    keys = load_public_keys(keys_dir)
-    if not keys:
+    keys = KeyRing(keys_dir)
+    if not len(keys):
         raise RuntimeError(f"no pass-token public keys (*.pub.pem) in {keys_dir}")
     verifier = TokenVerifier(
         keys, g.issuer, g.audience, InMemoryReplayStore(), g.clock_skew_seconds

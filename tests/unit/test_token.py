@@ -281,3 +281,36 @@ def test_rotation_verifies_tokens_from_either_key_by_kid(tmp_path: Path) -> None
 
 def test_empty_key_directory_loads_no_keys(tmp_path: Path) -> None:
     assert load_public_keys(tmp_path) == {}
+
+
+def test_key_ring_rotation_without_restart(tmp_path: Path) -> None:
+    """Old tokens verify while both keys are published, a new kid is picked up on first
+    sight, and removing the old key stops its tokens once the ring refreshes."""
+    from candor.token import KeyRing, write_public_key
+
+    old, new = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
+    write_public_key(old, tmp_path, "k-old")
+    ring = KeyRing(tmp_path, refresh_seconds=0.0)
+    verifier = TokenVerifier(ring, "iss", "aud", InMemoryReplayStore())
+    old_signer = TokenSigner(old, "k-old", "iss", "aud", 60)
+    new_signer = TokenSigner(new, "k-new", "iss", "aud", 60)
+
+    def token(signer: TokenSigner) -> str:
+        return signer.mint(
+            tenant="t",
+            query="q",
+            evidence=[("c", "x")],
+            policy_version="v",
+            tier="confident",
+            confidence=0.9,
+        )[0]
+
+    assert verifier.verify(token(old_signer), "q", [("c", "x")]).tenant == "t"
+    write_public_key(new, tmp_path, "k-new")  # publish the new key beside the old one
+    assert verifier.verify(token(new_signer), "q", [("c", "x")]).tenant == "t"
+    assert verifier.verify(token(old_signer), "q", [("c", "x")]).tenant == "t"
+    (tmp_path / "k-old.pub.pem").unlink()  # retire the old key
+    with pytest.raises(TokenError) as err:
+        verifier.verify(token(old_signer), "q", [("c", "x")])
+    assert err.value.reason == "TOKEN_UNKNOWN_KEY"
+    assert verifier.verify(token(new_signer), "q", [("c", "x")]).tenant == "t"
