@@ -147,6 +147,9 @@ def evaluate_row(
             "tier": d.tier,
             "evidence": sorted({e.document_id for e in d.evidence}),
         }
+    # "Always answer" has no opinion: one constant score, so its AUROC is 0.5 by construction.
+    if "always_answer" in row["policies"]:
+        row["policies"]["always_answer"]["confidence"] = 1.0
     row["policies"]["top1_cosine"] = {"confidence": signals.values["top_cosine"]}
     return row
 

@@ -1,0 +1,239 @@
+"""``candor eval report``: metrics, tables and plots for every policy on one split.
+
+    candor eval report RESULTS.jsonl --split test --out docs/evaluation.md [--json PATH]
+
+Reads rows from ``candor eval run``. Each policy is scored by its confidence (threshold-free:
+AUROC, FRR at a FAR target, risk-coverage) and by its own decisions (FAR, FRR, refusal
+accuracy, wrong-evidence acceptance). Negative controls are reported together and by kind
+(topic absent, near miss). Plots are PNGs beside the Markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from evals import metrics
+from evals.calibrate import read_rows
+
+ORDER = ("calibrated", "seed000", "seed001", "seed003", "seed004", "top1_cosine", "always_answer")
+
+
+def _policies(rows: Sequence[dict[str, Any]]) -> list[str]:
+    names = set(rows[0]["policies"]) if rows else set()
+    return [n for n in ORDER if n in names] + sorted(names - set(ORDER))
+
+
+def summarize(rows: Sequence[dict[str, Any]], dataset: str) -> dict[str, Any]:
+    """The machine-readable result (schema in docs/evaluation.md)."""
+    answerable = [bool(r["answerable"]) for r in rows]
+    kinds = [str(r["kind"]) for r in rows]
+    gold = [list(r["gold_ids"]) for r in rows]
+    out: dict[str, Any] = {
+        "dataset": dataset,
+        "n": len(rows),
+        "counts": {k: kinds.count(k) for k in sorted(set(kinds))},
+        "policies": {},
+        "recall": {},
+    }
+    for name in _policies(rows):
+        decisions = [r["policies"][name] for r in rows]
+        scores = [float(d["confidence"]) for d in decisions]
+        by_kind = metrics.auroc_by_kind(scores, kinds)
+        entry: dict[str, Any] = {
+            "auroc": by_kind.get("all"),
+            "auroc_topic_absent": by_kind.get("topic_absent"),
+            "auroc_near_miss": by_kind.get("near_miss"),
+        }
+        for target in (0.05, 0.01):
+            point = metrics.frr_at_far(scores, answerable, target)
+            entry[f"frr_at_far_{int(target * 100)}"] = point.frr if point else None
+        if "outcome" in decisions[0]:
+            passed = [d["outcome"] == "pass" for d in decisions]
+            admitted = metrics.gold_in_evidence([d["evidence"] for d in decisions], gold)
+            s = metrics.summarize_decisions(passed, answerable, admitted)
+            entry.update(
+                far=s.far,
+                frr=s.frr,
+                refusal_accuracy=s.refusal_accuracy,
+                wrong_evidence_acceptance=s.wrong_evidence_acceptance,
+                coverage=s.coverage,
+                pass_rate_by_kind=metrics.pass_rate_by_kind(passed, kinds),
+            )
+        entry["ece"] = metrics.expected_calibration_error(scores, answerable)
+        entry["aurc"] = metrics.risk_coverage(scores, [not a for a in answerable]).aurc
+        out["policies"][name] = entry
+    positives = [i for i, a in enumerate(answerable) if a]
+    for arm in ("dense", "keyword", "hybrid"):
+        ranked = [rows[i]["ranked"][arm] for i in positives]
+        recall = metrics.recall_at(ranked, [gold[i] for i in positives], (1, 5, 10))
+        out["recall"][arm] = {str(k): v for k, v in recall.items()}
+    return out
+
+
+def _fmt(x: float | None, pct: bool = True) -> str:
+    if x is None:
+        return "–"
+    return f"{100 * x:.1f}%" if pct else f"{x:.3f}"
+
+
+def _plots(rows: Sequence[dict[str, Any]], out_dir: Path, stem: str) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    answerable = [bool(r["answerable"]) for r in rows]
+    files = []
+    fig, (roc, rc) = plt.subplots(1, 2, figsize=(11, 4.5))
+    for name in _policies(rows):
+        scores = [float(r["policies"][name]["confidence"]) for r in rows]
+        curve = metrics.roc_curve(scores, answerable)
+        roc.plot([p.far for p in curve], [1 - p.frr for p in curve], label=name)
+        risk = metrics.risk_coverage(scores, [not a for a in answerable])
+        rc.plot([p.coverage for p in risk.points], [p.risk for p in risk.points], label=name)
+    roc.plot([0, 1], [0, 1], ":", color="grey")
+    roc.set(
+        xlabel="false acceptance rate",
+        ylabel="answerable passed (1 - FRR)",
+        title="ROC: answerable vs unanswerable",
+    )
+    rc.set(
+        xlabel="coverage (share answered)",
+        ylabel="risk (unanswerable among answered)",
+        title="Risk-coverage",
+    )
+    roc.legend(fontsize=8)
+    fig.tight_layout()
+    files.append(f"{stem}-roc.png")
+    fig.savefig(out_dir / files[-1], dpi=110)
+    plt.close(fig)
+
+    primary = "calibrated" if "calibrated" in rows[0]["policies"] else _policies(rows)[0]
+    conf = [float(r["policies"][primary]["confidence"]) for r in rows]
+    fig, (hist, rel) = plt.subplots(1, 2, figsize=(11, 4.5))
+    for kind in sorted({str(r["kind"]) for r in rows}):
+        hist.hist(
+            [c for c, r in zip(conf, rows, strict=True) if r["kind"] == kind],
+            bins=20,
+            range=(0, 1),
+            alpha=0.5,
+            label=kind,
+        )
+    hist.set(xlabel=f"{primary} confidence", ylabel="questions", title="Confidence by kind")
+    hist.legend(fontsize=8)
+    bins = metrics.reliability_bins(conf, answerable, 10)
+    xs = [b.mean_confidence for b in bins if b.count]
+    ys = [b.frequency for b in bins if b.count]
+    rel.plot([0, 1], [0, 1], ":", color="grey")
+    rel.plot(xs, ys, "o-")
+    rel.set(
+        xlabel="mean confidence",
+        ylabel="share answerable",
+        title=f"Reliability of {primary} confidence",
+    )
+    fig.tight_layout()
+    files.append(f"{stem}-confidence.png")
+    fig.savefig(out_dir / files[-1], dpi=110)
+    plt.close(fig)
+    return files
+
+
+def markdown(
+    summary: dict[str, Any], rows: Sequence[dict[str, Any]], plots: Sequence[str], split: str
+) -> str:
+    lines = [
+        f"### {summary['dataset']} — {split} split, n = {summary['n']}",
+        "",
+        "Questions: " + ", ".join(f"{k} {v}" for k, v in summary["counts"].items()) + ".",
+        "",
+        "| policy | AUROC | AUROC topic-absent | AUROC near-miss | FRR @ FAR≤5% | FRR @ FAR≤1% "
+        "| FAR | FRR | refusal accuracy | wrong-evidence acceptance | ECE |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, p in summary["policies"].items():
+        lines.append(
+            f"| {name} | {_fmt(p['auroc'], False)} | {_fmt(p['auroc_topic_absent'], False)} "
+            f"| {_fmt(p['auroc_near_miss'], False)} | {_fmt(p['frr_at_far_5'])} "
+            f"| {_fmt(p['frr_at_far_1'])} | {_fmt(p.get('far'))} | {_fmt(p.get('frr'))} "
+            f"| {_fmt(p.get('refusal_accuracy'))} | {_fmt(p.get('wrong_evidence_acceptance'))} "
+            f"| {_fmt(p['ece'], False)} |"
+        )
+    lines += [
+        "",
+        "AUROC, FRR @ FAR and ECE are computed from each policy's confidence; FAR, FRR, refusal "
+        "accuracy and wrong-evidence acceptance from its own PASS/REFUSE decisions "
+        "(`top1_cosine` is a bare score, so it has no decisions).",
+        "",
+        "Pass rate by kind (own decisions):",
+        "",
+        "| policy | " + " | ".join(summary["counts"]) + " |",
+        "|---|" + "---|" * len(summary["counts"]),
+    ]
+    for name, p in summary["policies"].items():
+        if "pass_rate_by_kind" in p:
+            cells = [_fmt(p["pass_rate_by_kind"].get(k)) for k in summary["counts"]]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "Recall of the gold passage (answerable questions):",
+        "",
+        "| arm | @1 | @5 | @10 |",
+        "|---|---|---|---|",
+    ]
+    for arm, r in summary["recall"].items():
+        lines.append(f"| {arm} | {_fmt(r['1'])} | {_fmt(r['5'])} | {_fmt(r['10'])} |")
+    if rows and "seed000" in rows[0]["policies"]:
+        scores = [100 * float(r["policies"]["seed000"]["confidence"]) for r in rows]
+        sweep = metrics.threshold_sweep(
+            scores, [bool(r["answerable"]) for r in rows], list(range(0, 101, 10))
+        )
+        lines += [
+            "",
+            "Seed 000's sweep of its answer gate (missed answers vs hallucinations):",
+            "",
+            "| gate | passed | missed | hallucinations | FAR | FRR |",
+            "|---|---|---|---|---|---|",
+        ]
+        for row in sweep:
+            lines.append(
+                f"| {row.threshold:g} | {row.passed} | {row.missed} "
+                f"| {row.hallucinations} | {_fmt(row.far)} | {_fmt(row.frr)} |"
+            )
+    lines += [""] + [f"![{p}]({p})" for p in plots]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="candor eval report")
+    ap.add_argument("results", type=Path)
+    ap.add_argument("--split", default="test", help="train, test or all")
+    ap.add_argument("--dataset", default="")
+    ap.add_argument("--out", type=Path, default=None, help="Markdown file (plots beside it)")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    rows = read_rows(args.results)
+    if args.split != "all":
+        rows = [r for r in rows if r.get("split") == args.split]
+    if not rows:
+        raise SystemExit(f"no rows in split {args.split!r}")
+    summary = summarize(rows, args.dataset or args.results.stem)
+    if args.json:
+        args.json.write_text(json.dumps(summary, indent=2))
+    plots: list[str] = []
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        plots = _plots(rows, args.out.parent, args.out.stem)
+    text = markdown(summary, rows, plots, args.split)
+    if args.out:
+        args.out.write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
