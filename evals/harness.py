@@ -17,11 +17,11 @@ import json
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from evals.datasets.format import Dataset, Question, load_dataset
 from gate_svc.policy import PolicyConfig, decide, parse_policy
 from gate_svc.signals import CandidateView, compute_signals
 from retrieval_svc.embed.factory import open_embedders
@@ -44,51 +44,8 @@ BASELINES: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
-class Question:
-    id: str
-    question: str
-    answerable: bool
-    gold_ids: tuple[str, ...]
-    kind: str
-    split: str
-    answer: str = ""
-
-
-def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if line.strip():
-                try:
-                    yield json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise SystemExit(f"{path}:{n}: not JSON: {exc}") from exc
-
-
-def load_questions(path: Path) -> list[Question]:
-    out = []
-    for row in read_jsonl(path):
-        answerable = bool(row["answerable"])
-        kind = str(row.get("kind") or ("answerable" if answerable else "unanswerable"))
-        out.append(
-            Question(
-                str(row["id"]),
-                str(row["question"]),
-                answerable,
-                tuple(str(g) for g in row.get("gold_ids") or ()),
-                kind,
-                str(row.get("split") or "test"),
-                str(row.get("answer") or ""),
-            )
-        )
-    return out
-
-
-def load_corpus(path: Path) -> list[SourceDocument]:
-    return [
-        SourceDocument(TENANT, str(r["id"]), str(r.get("title") or ""), str(r["text"]), 1)
-        for r in read_jsonl(path)
-    ]
+def load_corpus(dataset: Dataset) -> list[SourceDocument]:
+    return [SourceDocument(p.tenant or TENANT, p.id, p.title, p.text, 1) for p in dataset.corpus]
 
 
 def _views(result: RetrievalResult) -> list[CandidateView]:
@@ -131,7 +88,7 @@ def evaluate_row(
         "question": q.question,
         "answerable": q.answerable,
         "kind": q.kind,
-        "split": q.split,
+        "split": q.split or "test",
         "gold_ids": list(q.gold_ids),
         "signals": signals.values,
         "missing_facets": list(signals.missing_facets),
@@ -187,10 +144,9 @@ def run(
     """Index the corpus, decide every question with every policy, write rows to ``out``."""
     from candor.settings import load_settings
 
-    questions = load_questions(dataset / "questions.jsonl")
-    if limit:
-        questions = questions[:limit]
-    corpus = load_corpus(dataset / "corpus.jsonl")
+    data = load_dataset(dataset)
+    questions = list(data.questions[:limit] if limit else data.questions)
+    corpus = load_corpus(data)
     policies = {name: parse_policy(text) for name, text in BASELINES.items()}
     for p in policy_files:
         config = parse_policy(p.read_text())

@@ -73,6 +73,21 @@ def parser() -> argparse.ArgumentParser:
     reindex.add_argument("path", type=Path)
     _common(reindex)
     reindex.set_defaults(target="127.0.0.1:50051")
+    ev = sub.add_parser("eval", help="evaluation: prepare a dataset, run it, report (docs/)")
+    ev_sub = ev.add_subparsers(dest="eval_command", required=True)
+    from evals.datasets.prepare import add_builders
+
+    add_builders(ev_sub.add_parser("prepare", help="build a public dataset in the generic format"))
+    for name, text in (
+        ("run", "index a dataset and decide every question with every policy"),
+        ("report", "metrics, tables and plots from `eval run` rows"),
+    ):
+        p = ev_sub.add_parser(name, help=text, add_help=False)
+        p.add_argument("rest", nargs=argparse.REMAINDER)
+    cal = sub.add_parser(
+        "calibrate", help="fit the calibrated gate on a train split", add_help=False
+    )
+    cal.add_argument("rest", nargs=argparse.REMAINDER)
     bench = sub.add_parser("bench", help="benchmarks (see docs/benchmarks.md)")
     bench.add_argument("what", choices=["retrieval", "stack"])
     bench.add_argument("rest", nargs=argparse.REMAINDER)
@@ -146,20 +161,44 @@ def _verify(args: argparse.Namespace) -> int:
         keyword.close()
 
 
+def _delegate(argv: list[str]) -> int | None:
+    """Commands whose own parsers take every argument (including --help)."""
+    if argv[:2] == ["eval", "run"]:
+        from evals import harness
+
+        return harness.main(argv[2:])
+    if argv[:2] == ["eval", "report"]:
+        from evals import report as eval_report
+
+        return eval_report.main(argv[2:])
+    if argv[:1] == ["calibrate"]:
+        from evals import calibrate
+
+        return calibrate.main(argv[1:])
+    if argv[:1] == ["bench"] and len(argv) > 1:
+        if argv[1] == "stack":
+            from evals import bench_stack
+
+            return bench_stack.main(argv[2:])
+        if argv[1] == "retrieval":
+            from evals import bench_retrieval
+
+            return bench_retrieval.main(argv[2:])
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    delegated = _delegate(argv)
+    if delegated is not None:
+        return delegated
     args = parser().parse_args(argv)
     if args.command == "serve":
         return asyncio.run(_serve(args))
+    if args.command == "eval":
+        return int(args.run_builder(args))
     if args.command == "verify":
         return _verify(args)
-    if args.command == "bench":
-        if args.what == "stack":
-            from evals import bench_stack
-
-            return bench_stack.main(args.rest)
-        from evals import bench_retrieval
-
-        return bench_retrieval.main(args.rest)
     try:
         with grpc.insecure_channel(args.target) as channel:
             if args.command in ("ingest", "reindex"):

@@ -1,0 +1,1 @@
+"""Evaluation datasets: the generic format (:mod:`evals.datasets.format`) and builders."""

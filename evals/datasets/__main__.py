@@ -1,0 +1,5 @@
+import sys
+
+from evals.datasets.prepare import main
+
+sys.exit(main())

@@ -1,0 +1,394 @@
+"""The generic evaluation-dataset format: ``corpus.jsonl``, ``questions.jsonl``, ``manifest.json``.
+
+A dataset is a directory::
+
+    corpus.jsonl       one passage per line: {"id", "title", "text", "tenant"?}
+    questions.jsonl    one labelled question per line:
+                       {"id", "question", "answerable", "gold_ids", "kind"?, "answer"?,
+                        "split"?, "meta"?}
+    manifest.json      optional: how the dataset was built (counts, seed, sources, hashes)
+
+The full specification, with the rules this module enforces, is ``docs/datasets.md``.
+``corpus.jsonl`` is also valid input for ``candor ingest`` (it reads ``id``, ``title``, ``text``).
+
+Loading validates every line and reports *all* problems at once, each as ``path:line: message``,
+so a hand-written dataset can be fixed in one pass.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, cast, get_args
+
+Kind = Literal["answerable", "topic_absent", "near_miss", "unanswerable"]
+"""What a question tests. ``unanswerable`` is the default for a negative whose kind is not given."""
+Split = Literal["train", "test"]
+
+KINDS: tuple[Kind, ...] = get_args(Kind)
+NEGATIVE_KINDS: tuple[Kind, ...] = ("topic_absent", "near_miss", "unanswerable")
+SPLITS: tuple[Split, ...] = get_args(Split)
+
+CORPUS_FILE = "corpus.jsonl"
+QUESTIONS_FILE = "questions.jsonl"
+MANIFEST_FILE = "manifest.json"
+
+_CORPUS_FIELDS = frozenset({"id", "title", "text", "tenant"})
+# Accepted and ignored: the extra fields `candor ingest` understands, and free-form `meta`.
+_CORPUS_PASSTHROUGH = frozenset({"uri", "source_kind", "question", "meta"})
+_QUESTION_FIELDS = frozenset(
+    {"id", "question", "answerable", "gold_ids", "kind", "answer", "split", "meta"}
+)
+_MAX_REPORTED = 25
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One document of the knowledge base to index."""
+
+    id: str
+    """Unique within the corpus; the document id the retrieval stack reports back."""
+    title: str
+    """May be empty (the source has none)."""
+    text: str
+    """Non-empty body text."""
+    tenant: str | None = None
+    """Tenant to ingest the passage under; ``None`` means the evaluation's default tenant."""
+
+    def to_json(self) -> dict[str, Any]:
+        row: dict[str, Any] = {"id": self.id, "title": self.title, "text": self.text}
+        if self.tenant is not None:
+            row["tenant"] = self.tenant
+        return row
+
+
+@dataclass(frozen=True)
+class Question:
+    """One labelled question."""
+
+    id: str
+    question: str
+    answerable: bool
+    """True when the corpus holds a passage that answers it."""
+    gold_ids: tuple[str, ...]
+    """Passages that answer it: non-empty iff ``answerable``; every id is in the corpus."""
+    kind: Kind
+    """``answerable`` iff ``answerable``; negatives are ``topic_absent``, ``near_miss`` or
+    (when the file does not say) ``unanswerable``."""
+    answer: str | None = None
+    """Reference answer, when known (only for answerable questions in builders here)."""
+    split: Split | None = None
+    """``train`` (fit/calibrate on it) or ``test`` (report on it); ``None`` = unsplit."""
+    meta: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    """Free-form, builder-specific details (JSON object), carried through untouched."""
+
+    def to_json(self) -> dict[str, Any]:
+        row: dict[str, Any] = {
+            "id": self.id,
+            "question": self.question,
+            "answerable": self.answerable,
+            "gold_ids": list(self.gold_ids),
+            "kind": self.kind,
+        }
+        if self.answer is not None:
+            row["answer"] = self.answer
+        if self.split is not None:
+            row["split"] = self.split
+        if self.meta:
+            row["meta"] = dict(self.meta)
+        return row
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A loaded, validated dataset."""
+
+    corpus: tuple[Passage, ...]
+    questions: tuple[Question, ...]
+    manifest: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
+    path: Path | None = field(default=None, compare=False)
+
+    def split(self, name: Split | None) -> list[Question]:
+        """The questions of one split (``None``: every question, whatever its split)."""
+        if name is None:
+            return list(self.questions)
+        return [q for q in self.questions if q.split == name]
+
+    def passages_by_id(self) -> dict[str, Passage]:
+        """The corpus as a dict keyed by passage id."""
+        return {p.id: p for p in self.corpus}
+
+
+def _line_order(problem: str) -> tuple[int, int]:
+    """Sort key: corpus before questions before anything else, then by line number."""
+    head, _, rest = problem.partition(".jsonl:")
+    order = 0 if head.endswith("corpus") else 1 if head.endswith("questions") else 2
+    line = rest.split(":", 1)[0]
+    return order, int(line) if line.isdigit() else 0
+
+
+class DatasetFormatError(ValueError):
+    """One or more invalid lines; ``problems`` holds each as ``path:line: message``."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = sorted(problems, key=_line_order)
+        shown = self.problems[:_MAX_REPORTED]
+        more = len(self.problems) - len(shown)
+        text = "\n".join(shown) + (f"\n... and {more} more" if more > 0 else "")
+        super().__init__(f"{len(self.problems)} problem(s) in dataset:\n{text}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading
+
+
+def _rows(path: Path, problems: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        problems.append(f"{path}: file not found")
+        return
+    except UnicodeDecodeError as exc:
+        problems.append(f"{path}: not UTF-8 ({exc})")
+        return
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.append(f"{path}:{n}: invalid JSON ({exc.msg} at column {exc.colno})")
+            continue
+        if not isinstance(row, dict):
+            problems.append(f"{path}:{n}: expected a JSON object, got {type(row).__name__}")
+            continue
+        yield n, row
+
+
+def _nonempty_str(row: Mapping[str, Any], key: str, where: str, problems: list[str]) -> str | None:
+    value = row.get(key)
+    if not isinstance(value, str) or not value.strip():
+        problems.append(f"{where}: '{key}' must be a non-empty string")
+        return None
+    return value
+
+
+def _parse_passage(row: dict[str, Any], where: str, problems: list[str]) -> Passage | None:
+    before = len(problems)
+    unknown = set(row) - _CORPUS_FIELDS - _CORPUS_PASSTHROUGH
+    if unknown:
+        problems.append(
+            f"{where}: unknown field(s) {sorted(unknown)} (allowed: id, title, text, tenant; "
+            "put anything else under 'meta')"
+        )
+    pid = _nonempty_str(row, "id", where, problems)
+    text = _nonempty_str(row, "text", where, problems)
+    title = row.get("title")
+    if not isinstance(title, str):
+        problems.append(f"{where}: 'title' must be a string (may be empty)")
+    tenant = row.get("tenant")
+    if tenant is not None and (not isinstance(tenant, str) or not tenant.strip()):
+        problems.append(f"{where}: 'tenant' must be a non-empty string when given")
+    if len(problems) > before or pid is None or text is None or not isinstance(title, str):
+        return None
+    return Passage(id=pid, title=title, text=text, tenant=tenant)
+
+
+def _parse_question(row: dict[str, Any], where: str, problems: list[str]) -> Question | None:
+    before = len(problems)
+    unknown = set(row) - _QUESTION_FIELDS
+    if unknown:
+        problems.append(
+            f"{where}: unknown field(s) {sorted(unknown)} "
+            f"(allowed: {', '.join(sorted(_QUESTION_FIELDS))}; put extras under 'meta')"
+        )
+    qid = _nonempty_str(row, "id", where, problems)
+    text = _nonempty_str(row, "question", where, problems)
+    answerable = row.get("answerable")
+    if not isinstance(answerable, bool):
+        problems.append(f"{where}: 'answerable' must be true or false")
+    gold = row.get("gold_ids")
+    if not isinstance(gold, list) or not all(isinstance(g, str) and g for g in gold):
+        problems.append(f"{where}: 'gold_ids' must be a list of non-empty strings")
+        gold = None
+    elif len(set(gold)) != len(gold):
+        problems.append(f"{where}: 'gold_ids' has duplicates")
+    if isinstance(answerable, bool) and gold is not None:
+        if answerable and not gold:
+            problems.append(f"{where}: an answerable question needs at least one gold id")
+        if not answerable and gold:
+            problems.append(f"{where}: an unanswerable question must have empty 'gold_ids'")
+    kind = row.get("kind")
+    if kind is None and isinstance(answerable, bool):
+        kind = "answerable" if answerable else "unanswerable"
+    if kind is None:
+        pass  # 'answerable' is already reported
+    elif kind not in KINDS:
+        problems.append(f"{where}: 'kind' must be one of {', '.join(KINDS)}")
+    elif isinstance(answerable, bool) and (kind == "answerable") != answerable:
+        problems.append(
+            f"{where}: 'kind' {kind!r} contradicts 'answerable': {str(answerable).lower()}"
+        )
+    answer = row.get("answer")
+    if answer is not None and not isinstance(answer, str):
+        problems.append(f"{where}: 'answer' must be a string when given")
+    split = row.get("split")
+    if split is not None and split not in SPLITS:
+        problems.append(f"{where}: 'split' must be 'train' or 'test' when given")
+    meta = row.get("meta", {})
+    if not isinstance(meta, dict):
+        problems.append(f"{where}: 'meta' must be a JSON object when given")
+    if len(problems) > before or qid is None or text is None or gold is None:
+        return None
+    return Question(
+        id=qid,
+        question=text,
+        answerable=cast(bool, answerable),
+        gold_ids=tuple(gold),
+        kind=cast(Kind, kind),
+        answer=cast("str | None", answer),
+        split=cast("Split | None", split),
+        meta=cast(dict[str, Any], meta),
+    )
+
+
+def _check_unique(
+    items: Iterable[tuple[str, str]], what: str, problems: list[str]
+) -> dict[str, str]:
+    first: dict[str, str] = {}
+    for item_id, where in items:
+        if item_id in first:
+            problems.append(f"{where}: duplicate {what} id {item_id!r} (first at {first[item_id]})")
+        else:
+            first[item_id] = where
+    return first
+
+
+def _read_corpus(path: Path, problems: list[str]) -> list[tuple[Passage, str]]:
+    out = []
+    ids = []
+    for n, row in _rows(path, problems):
+        where = f"{path}:{n}"
+        if isinstance(row.get("id"), str):
+            ids.append((row["id"], where))
+        passage = _parse_passage(row, where, problems)
+        if passage is not None:
+            out.append((passage, where))
+    _check_unique(ids, "passage", problems)
+    return out
+
+
+def _read_questions(path: Path, problems: list[str]) -> list[tuple[Question, str]]:
+    out = []
+    ids = []
+    for n, row in _rows(path, problems):
+        where = f"{path}:{n}"
+        if isinstance(row.get("id"), str):
+            ids.append((row["id"], where))
+        question = _parse_question(row, where, problems)
+        if question is not None:
+            out.append((question, where))
+    _check_unique(ids, "question", problems)
+    return out
+
+
+def load_corpus(path: Path | str) -> list[Passage]:
+    """Read and validate a ``corpus.jsonl`` (raises :class:`DatasetFormatError`)."""
+    problems: list[str] = []
+    rows = _read_corpus(Path(path), problems)
+    if problems:
+        raise DatasetFormatError(problems)
+    return [p for p, _ in rows]
+
+
+def load_questions(path: Path | str) -> list[Question]:
+    """Read and validate a ``questions.jsonl`` on its own (gold ids are not checked)."""
+    problems: list[str] = []
+    rows = _read_questions(Path(path), problems)
+    if problems:
+        raise DatasetFormatError(problems)
+    return [q for q, _ in rows]
+
+
+def load_dataset(directory: Path | str) -> Dataset:
+    """Read and validate a dataset directory, including that every gold id is in the corpus.
+
+    Raises :class:`DatasetFormatError` listing every problem found (``path:line: message``).
+    """
+    root = Path(directory)
+    problems: list[str] = []
+    corpus = _read_corpus(root / CORPUS_FILE, problems)
+    questions = _read_questions(root / QUESTIONS_FILE, problems)
+    ids = {p.id for p, _ in corpus}
+    for q, where in questions:
+        missing = [g for g in q.gold_ids if g not in ids]
+        if missing:
+            problems.append(f"{where}: gold id(s) {missing} not in {CORPUS_FILE}")
+    manifest: dict[str, Any] | None = None
+    manifest_path = root / MANIFEST_FILE
+    if manifest_path.exists():
+        try:
+            loaded = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            problems.append(f"{manifest_path}:{exc.lineno}: invalid JSON ({exc.msg})")
+        else:
+            if isinstance(loaded, dict):
+                manifest = loaded
+            else:
+                problems.append(f"{manifest_path}: expected a JSON object")
+    if problems:
+        raise DatasetFormatError(problems)
+    return Dataset(
+        corpus=tuple(p for p, _ in corpus),
+        questions=tuple(q for q, _ in questions),
+        manifest=manifest,
+        path=root,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+
+
+def _write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False, sort_keys=False) + "\n")
+    tmp.replace(path)
+
+
+def write_corpus(path: Path | str, corpus: Iterable[Passage]) -> None:
+    """Write ``corpus.jsonl`` (atomically: a temp file renamed into place)."""
+    _write_jsonl(Path(path), (p.to_json() for p in corpus))
+
+
+def write_questions(path: Path | str, questions: Iterable[Question]) -> None:
+    """Write ``questions.jsonl`` (atomically)."""
+    _write_jsonl(Path(path), (q.to_json() for q in questions))
+
+
+def write_dataset(
+    directory: Path | str,
+    corpus: Sequence[Passage],
+    questions: Sequence[Question],
+    manifest: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write a dataset directory (created if missing) and return its path."""
+    root = Path(directory)
+    root.mkdir(parents=True, exist_ok=True)
+    write_corpus(root / CORPUS_FILE, corpus)
+    write_questions(root / QUESTIONS_FILE, questions)
+    if manifest is not None:
+        write_manifest(root, manifest)
+    return root
+
+
+def write_manifest(directory: Path | str, manifest: Mapping[str, Any]) -> None:
+    """Write ``manifest.json`` into a dataset directory (atomically)."""
+    root = Path(directory)
+    tmp = root / (MANIFEST_FILE + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", "utf-8")
+    tmp.replace(root / MANIFEST_FILE)

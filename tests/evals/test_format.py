@@ -1,0 +1,149 @@
+"""The generic dataset format: round trip, and every problem reported with its line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evals.datasets.format import (
+    DatasetFormatError,
+    Passage,
+    Question,
+    load_corpus,
+    load_dataset,
+    load_questions,
+    write_dataset,
+)
+
+
+def _write(path: Path, rows: list[Any]) -> None:
+    path.write_text(
+        "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows), "utf-8"
+    )
+
+
+CORPUS = [
+    {"id": "d1", "title": "Refunds", "text": "Refunds take 30 days."},
+    {"id": "d2", "title": "", "text": "Labels are printed.", "tenant": "acme"},
+]
+QUESTIONS = [
+    {"id": "q1", "question": "How long do refunds take?", "answerable": True, "gold_ids": ["d1"]},
+    {
+        "id": "q2",
+        "question": "Do you ship to Mars?",
+        "answerable": False,
+        "gold_ids": [],
+        "kind": "topic_absent",
+        "split": "test",
+        "meta": {"note": "x"},
+    },
+    {"id": "q3", "question": "Gift card refunds?", "answerable": False, "gold_ids": []},
+]
+
+
+def test_round_trip_and_defaults(tmp_path: Path) -> None:
+    _write(tmp_path / "corpus.jsonl", CORPUS)
+    _write(tmp_path / "questions.jsonl", [*QUESTIONS, ""])  # a blank line is fine
+    ds = load_dataset(tmp_path)
+    assert ds.manifest is None
+    assert ds.corpus[1] == Passage(id="d2", title="", text="Labels are printed.", tenant="acme")
+    q1, q2, q3 = ds.questions
+    assert (q1.kind, q1.split, q1.gold_ids, q1.answer) == ("answerable", None, ("d1",), None)
+    assert (q2.kind, q2.split, dict(q2.meta)) == ("topic_absent", "test", {"note": "x"})
+    assert q3.kind == "unanswerable"
+    assert [q.id for q in ds.split("test")] == ["q2"]
+    assert len(ds.split(None)) == 3
+    assert ds.passages_by_id()["d1"].title == "Refunds"
+
+    out = write_dataset(tmp_path / "copy", ds.corpus, ds.questions, {"name": "t"})
+    again = load_dataset(out)
+    assert again.corpus == ds.corpus
+    assert again.questions == ds.questions
+    assert [q.meta for q in again.questions] == [q.meta for q in ds.questions]
+    assert again.manifest == {"name": "t"}
+    first = json.loads((out / "questions.jsonl").read_text().splitlines()[0])
+    assert first == {**QUESTIONS[0], "kind": "answerable"}
+
+
+def test_every_problem_is_reported_with_its_line(tmp_path: Path) -> None:
+    _write(
+        tmp_path / "corpus.jsonl",
+        [
+            CORPUS[0],
+            "{not json",
+            {"id": "d1", "title": "dup", "text": "again"},
+            {"id": "d3", "text": ""},
+            {"id": "d4", "title": None, "text": "x", "txt": "typo"},
+            [1, 2],
+        ],
+    )
+    _write(
+        tmp_path / "questions.jsonl",
+        [
+            {"id": "q1", "question": "ok?", "answerable": True, "gold_ids": ["nope"]},
+            {"id": "q2", "question": "?", "answerable": True, "gold_ids": []},
+            {"id": "q3", "question": "?", "answerable": "yes", "gold_ids": []},
+            {"id": "q4", "question": "?", "answerable": False, "gold_ids": ["d1"]},
+            {
+                "id": "q5",
+                "question": "?",
+                "answerable": False,
+                "gold_ids": [],
+                "kind": "answerable",
+            },
+            {"id": "q6", "question": "?", "answerable": False, "gold_ids": [], "split": "dev"},
+            {"id": "q7", "question": "", "answerable": False, "gold_ids": [], "kind": "odd"},
+            {"id": "q1", "question": "?", "answerable": False, "gold_ids": [], "gold_id": []},
+            {"id": "q2", "question": "dup?", "answerable": False, "gold_ids": []},
+        ],
+    )
+    with pytest.raises(DatasetFormatError) as err:
+        load_dataset(tmp_path)
+    problems = err.value.problems
+    corpus, questions = str(tmp_path / "corpus.jsonl"), str(tmp_path / "questions.jsonl")
+    expected = [
+        f"{corpus}:2: invalid JSON (Expecting property name",
+        f"{corpus}:3: duplicate passage id 'd1' (first at {corpus}:1)",
+        f"{corpus}:4: 'text' must be a non-empty string",
+        f"{corpus}:4: 'title' must be a string",
+        f"{corpus}:5: unknown field(s) ['txt']",
+        f"{corpus}:5: 'title' must be a string",
+        f"{corpus}:6: expected a JSON object, got list",
+        f"{questions}:1: gold id(s) ['nope'] not in corpus.jsonl",
+        f"{questions}:2: an answerable question needs at least one gold id",
+        f"{questions}:3: 'answerable' must be true or false",
+        f"{questions}:4: an unanswerable question must have empty 'gold_ids'",
+        f"{questions}:5: 'kind' 'answerable' contradicts 'answerable': false",
+        f"{questions}:6: 'split' must be 'train' or 'test' when given",
+        f"{questions}:7: 'question' must be a non-empty string",
+        f"{questions}:7: 'kind' must be one of",
+        f"{questions}:8: unknown field(s) ['gold_id']",
+        f"{questions}:8: duplicate question id 'q1' (first at {questions}:1)",
+        f"{questions}:9: duplicate question id 'q2' (first at {questions}:2)",
+    ]
+    assert len(problems) == len(expected), problems
+    for prefix, problem in zip(expected, problems, strict=True):
+        assert problem.startswith(prefix), (prefix, problem)
+    assert str(err.value).startswith(f"{len(expected)} problem(s) in dataset:")
+
+
+def test_separate_loaders_and_missing_files(tmp_path: Path) -> None:
+    _write(tmp_path / "corpus.jsonl", CORPUS)
+    assert [p.id for p in load_corpus(tmp_path / "corpus.jsonl")] == ["d1", "d2"]
+    _write(tmp_path / "q.jsonl", [QUESTIONS[0]])
+    assert load_questions(tmp_path / "q.jsonl")[0] == Question(
+        id="q1",
+        question="How long do refunds take?",
+        answerable=True,
+        gold_ids=("d1",),
+        kind="answerable",
+    )
+    with pytest.raises(DatasetFormatError, match=r"questions\.jsonl: file not found"):
+        load_dataset(tmp_path)
+    (tmp_path / "questions.jsonl").write_text("")
+    (tmp_path / "manifest.json").write_text("[1]")
+    with pytest.raises(DatasetFormatError, match="expected a JSON object"):
+        load_dataset(tmp_path)
