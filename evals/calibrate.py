@@ -76,6 +76,11 @@ def threshold_for_far(
     return float(above.min()) if len(above) else float(boundary + 1e-9)
 
 
+def _sig(x: float) -> float:
+    """Seven significant digits: readable in YAML, and a small scale never rounds to zero."""
+    return float(f"{float(x):.7g}")
+
+
 def fit(
     rows: Sequence[dict[str, Any]], target_far: float, confident_far: float, c: float = 1.0
 ) -> dict[str, Any]:
@@ -88,7 +93,7 @@ def fit(
         raise SystemExit("calibration needs both answerable and unanswerable train questions")
     means = x.mean(axis=0)
     scales = x.std(axis=0)
-    scales[scales == 0] = 1.0
+    scales[scales < 1e-9] = 1.0  # a constant feature carries no information
     model = LogisticRegression(C=c, max_iter=2000, class_weight="balanced")
     model.fit((x - means) / scales, y)
     coef = model.coef_[0]
@@ -98,10 +103,10 @@ def fit(
     confident = max(uncertain, threshold_for_far(p, y, confident_far))
     return {
         "calibrated": {
-            "bias": round(float(model.intercept_[0]), 6),
-            "coefficients": {f: round(float(w), 6) for f, w in zip(FEATURES, coef, strict=True)},
-            "means": {f: round(float(m), 6) for f, m in zip(FEATURES, means, strict=True)},
-            "scales": {f: round(float(s), 6) for f, s in zip(FEATURES, scales, strict=True)},
+            "bias": _sig(model.intercept_[0]),
+            "coefficients": {f: _sig(w) for f, w in zip(FEATURES, coef, strict=True)},
+            "means": {f: _sig(m) for f, m in zip(FEATURES, means, strict=True)},
+            "scales": {f: _sig(s) for f, s in zip(FEATURES, scales, strict=True)},
         },
         "tiers": {"confident": round(confident, 6), "uncertain": round(uncertain, 6)},
         "train": {
