@@ -107,6 +107,7 @@ def fit(
             "coefficients": {f: _sig(w) for f, w in zip(FEATURES, coef, strict=True)},
             "means": {f: _sig(m) for f, m in zip(FEATURES, means, strict=True)},
             "scales": {f: _sig(s) for f, s in zip(FEATURES, scales, strict=True)},
+            "log_features": sorted(LOG_FEATURES),
         },
         "tiers": {"confident": round(confident, 6), "uncertain": round(uncertain, 6)},
         "train": {
@@ -130,8 +131,7 @@ def write_config(
                 f"target_far={target_far}; confident_far={confident_far}; "
                 f"train_far={fitted['train']['far_at_uncertain']:.4f}; "
                 f"train_frr={fitted['train']['frr_at_uncertain']:.4f}; "
-                f"date={time.strftime('%Y-%m-%d')}; features are log1p for "
-                + ",".join(sorted(LOG_FEATURES))
+                f"date={time.strftime('%Y-%m-%d')}"
             ),
         },
         "tiers": fitted["tiers"],

@@ -48,6 +48,37 @@ def load_corpus(dataset: Dataset) -> list[SourceDocument]:
     return [SourceDocument(p.tenant or TENANT, p.id, p.title, p.text, 1) for p in dataset.corpus]
 
 
+#: Policies that read only the signals (not per-chunk scores), so a saved row can be re-decided.
+RESCORABLE = frozenset({"seed001", "seed003", "seed004", "calibrated"})
+
+
+def rescore(rows: Sequence[dict[str, Any]], config: PolicyConfig, name: str) -> None:
+    """Add ``name``'s decision to each row from its saved signals, without re-retrieving.
+
+    The candidates are rebuilt from the saved hybrid ranking (document ids only), which is all
+    these policies read besides the signals; the decision comes from the policy code itself.
+    """
+    from gate_svc.policy import POLICIES
+    from gate_svc.signals import Signals
+
+    if config.policy not in RESCORABLE:
+        raise SystemExit(f"{config.policy} needs per-chunk scores: use `candor eval run --policy`")
+    for row in rows:
+        candidates = [
+            CandidateView(f"{doc}#0", f"{doc}#p", doc, "", "", 1, None, None, 0.0, i, False)
+            for i, doc in enumerate(row["ranked"]["hybrid"], start=1)
+        ]
+        signals = Signals(dict(row["signals"]), tuple(row.get("missing_facets", ())), "")
+        d = POLICIES[config.policy](candidates, signals, config, None)
+        row["policies"][name] = {
+            "outcome": d.outcome,
+            "confidence": d.confidence,
+            "reason": d.reason,
+            "tier": d.tier,
+            "evidence": sorted({e.document_id for e in d.evidence}),
+        }
+
+
 def _views(result: RetrievalResult) -> list[CandidateView]:
     return [
         CandidateView(

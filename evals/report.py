@@ -215,8 +215,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dataset", default="")
     ap.add_argument("--out", type=Path, default=None, help="Markdown file (plots beside it)")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument(
+        "--policy",
+        type=Path,
+        action="append",
+        default=[],
+        help="also decide with this config from the saved signals (not seed000)",
+    )
     args = ap.parse_args(argv)
     rows = read_rows(args.results)
+    for path in args.policy:
+        from evals.harness import rescore
+        from gate_svc.policy import parse_policy
+
+        config = parse_policy(path.read_text())
+        rescore(rows, config, config.policy if config.policy == "calibrated" else path.stem)
     if args.split != "all":
         rows = [r for r in rows if r.get("split") == args.split]
     if not rows:

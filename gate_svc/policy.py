@@ -8,6 +8,7 @@ side on the same data; ``calibrated`` is the logistic model over all signals tha
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -97,6 +98,8 @@ class CalibratedConfig:
     means: Mapping[str, float] = field(default_factory=dict)
     scales: Mapping[str, float] = field(default_factory=dict)
     refuse_on_missing_facets: bool = False
+    log_features: tuple[str, ...] = ()
+    """Signals that enter the model as log(1 + x) (heavy-tailed scores such as BM25)."""
     fitted_on: str = ""
     """Provenance written by ``candor calibrate`` (dataset, split, date)."""
 
@@ -423,6 +426,8 @@ def calibrated(
     z = c.bias
     for name, coef in c.coefficients.items():
         x = s.values.get(name, 0.0)
+        if name in c.log_features:
+            x = math.log1p(max(0.0, x))
         z += coef * (x - c.means.get(name, 0.0)) / (c.scales.get(name, 1.0) or 1.0)
     conf = sigmoid(z)
     s.values["calibrated_logit"] = z
@@ -563,12 +568,16 @@ def _calibrated(data: Any) -> CalibratedConfig:
     bias = data.get("bias", 0.0)
     if isinstance(bias, bool) or not isinstance(bias, int | float):
         raise PolicyError("calibrated.bias must be a number")
+    logs = data.get("log_features") or []
+    if not isinstance(logs, list) or not set(logs) <= SIGNAL_NAMES:
+        raise PolicyError("calibrated.log_features must list signal names")
     return CalibratedConfig(
         float(bias),
         maps["coefficients"],
         maps["means"],
         maps["scales"],
         bool(data.get("refuse_on_missing_facets", False)),
+        tuple(str(x) for x in logs),
         str(data.get("fitted_on", "")),
     )
 

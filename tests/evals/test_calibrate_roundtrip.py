@@ -57,15 +57,20 @@ def test_calibrate_writes_a_config_the_gate_loads_and_applies(
     assert config.version == version and config.policy == "calibrated"
     assert "split=train" in config.calibrated.fitted_on
     assert set(config.calibrated.coefficients) == set(calibrate.FEATURES)
-    # The config's arithmetic in the gate equals the fitted model's on a train row.
-    row = train[0]
-    x = np.array([calibrate.feature(row, f) for f in calibrate.FEATURES])
-    c = config.calibrated
-    z = c.bias + sum(
-        c.coefficients[f] * (x[i] - c.means[f]) / c.scales[f]
-        for i, f in enumerate(calibrate.FEATURES)
-    )
-    assert np.isfinite(z)
+    # The gate's arithmetic (policy code, from saved signals) equals the fitted model's.
+    from sklearn.linear_model import LogisticRegression
+
+    x = calibrate.matrix(train)
+    y = np.array([1 if r["answerable"] else 0 for r in train])
+    means, scales = x.mean(axis=0), x.std(axis=0)
+    scales[scales < 1e-9] = 1.0
+    model = LogisticRegression(C=1.0, max_iter=2000, class_weight="balanced")
+    model.fit((x - means) / scales, y)
+    expected = model.predict_proba((x - means) / scales)[:, 1]
+    rescored = [dict(r, policies=dict(r["policies"])) for r in train]  # type: ignore[call-overload]
+    harness.rescore(rescored, config, "calibrated")
+    got = [r["policies"]["calibrated"]["confidence"] for r in rescored]
+    assert np.allclose(got, expected, atol=1e-4)
     # Evaluate the new config through the harness and report on the test split.
     out = harness.run(tmp / "dataset", tmp / "rows2.jsonl", [path], progress=False)
     test_rows = [r for r in calibrate.read_rows(out) if r["split"] == "test"]
