@@ -190,3 +190,20 @@ def test_answer_type_signal() -> None:
     assert v["answer_type_expected"] == 1.0 and v["answer_type_found"] == 0.0
     ev2 = [cand(1, 0.6, 0.03, text="Refunds take 5 business days.")]
     assert compute_signals(ev2, "How long do refunds take?").values["answer_type_found"] == 1.0
+
+
+def test_the_shipped_halueval_calibrated_config_loads() -> None:
+    from pathlib import Path
+
+    import gate_svc
+
+    path = Path(gate_svc.__file__).parent / "policies" / "halueval-calibrated.yaml"
+    cfg = parse_policy(path.read_text())
+    assert cfg.policy == "calibrated" and "split=train" in cfg.calibrated.fitted_on
+    assert set(cfg.calibrated.log_features) == {
+        "top_bm25",
+        "bm25_per_query_term",
+        "rrf_ratio",
+        "cosine_ratio",
+    }
+    assert 0 < cfg.tiers.uncertain <= cfg.tiers.confident < 1
