@@ -11,7 +11,7 @@ OPENSEARCH_POM   := tests/opensearch_node/pom.xml
 OPENSEARCH_STAMP := $(VENV)/.opensearch-node-$(shell sha256sum $(OPENSEARCH_POM) | cut -c1-12)
 
 .PHONY: install run test check lint typecheck buf protos protos-check unit e2e integration \
-	opensearch-node eval eval-data bench lock clean
+	opensearch-node eval eval-data deploy-tools bench lock clean
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,8 +28,16 @@ run: install
 
 ## test: static checks, then the whole suite (unit, stores, service, integration, e2e).
 ## The OpenSearch tests run a real node from Maven Central jars (Java 17 + Maven).
-test: install check opensearch-node eval-data
+test: install check opensearch-node eval-data deploy-tools
 	$(BIN)/python -m pytest -q
+
+## deploy-tools: promtool for tests/deploy (the other deploy tools are pinned dev dependencies)
+deploy-tools:
+	@command -v promtool >/dev/null 2>&1 || { \
+	  SUDO=$$(command -v sudo || true); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends prometheus; }
+	@promtool --version | head -n 1
 
 ## opensearch-node: fetch the test node's jars from Maven Central into ~/.m2 (once per pom)
 $(OPENSEARCH_STAMP): $(OPENSEARCH_POM)

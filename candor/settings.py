@@ -53,6 +53,8 @@ class ServerSettings:
     drain_delay_seconds: float = 0.5
     """Time between NOT_SERVING and closing the listener, so load balancers notice first."""
     max_message_bytes: int = 4 * 1024 * 1024
+    max_connection_age_seconds: float = 300.0
+    """Clients reconnect this often, so round-robin callers notice pods an autoscaler adds."""
 
 
 @dataclass(frozen=True)
@@ -163,6 +165,9 @@ class GateSettings:
     """How often the config files are checked for a new version (0 disables hot reload)."""
     retrieval_target: str = "127.0.0.1:50051"
     generator_target: str = "127.0.0.1:50053"
+    load_balancing: str = "round_robin"
+    """gRPC client policy for the retrieval and generator channels (use dns:/// targets on a
+    headless Service); pick_first keeps one connection."""
     signing_key_path: str = ""
     """Ed25519 private key (PEM). Empty: created under data_dir/keys on first start."""
     key_id: str = "candor-1"
@@ -376,6 +381,10 @@ def _validate(s: Settings) -> None:
             "retrieval.chunk_overlap_words must be < chunk_words",
         ),
         (s.gate.token_ttl_seconds > 0, "gate.token_ttl_seconds must be > 0"),
+        (
+            s.gate.load_balancing in ("round_robin", "pick_first"),
+            "gate.load_balancing must be round_robin or pick_first",
+        ),
         (
             s.gate.reranker.backend in ("none", "cohere", "llm"),
             "gate.reranker.backend must be none, cohere or llm",

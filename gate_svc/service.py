@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import uuid
@@ -164,11 +165,17 @@ class GateServicer(pb_grpc.GateServiceServicer):
             raise SettingsError(str(exc)) from exc
         self._signer, self._auth, self._m = signer, auth, metrics
         interceptors = aio_client_interceptors()  # type: ignore[no-untyped-call]
+        options = [
+            (
+                "grpc.service_config",
+                json.dumps({"loadBalancingConfig": [{self._s.load_balancing: {}}]}),
+            )
+        ]
         self._retrieval_channel = grpc.aio.insecure_channel(
-            self._s.retrieval_target, interceptors=interceptors
+            self._s.retrieval_target, options=options, interceptors=interceptors
         )
         self._generator_channel = grpc.aio.insecure_channel(
-            self._s.generator_target, interceptors=interceptors
+            self._s.generator_target, options=options, interceptors=interceptors
         )
         self._retrieval = retrieval_pb2_grpc.RetrievalServiceStub(self._retrieval_channel)
         self._generator = generator_pb2_grpc.GeneratorServiceStub(self._generator_channel)

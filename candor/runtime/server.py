@@ -71,6 +71,8 @@ async def start_service(spec: ServiceSpec) -> RunningService:
         options=[
             ("grpc.max_receive_message_length", s.max_message_bytes),
             ("grpc.max_send_message_length", s.max_message_bytes),
+            ("grpc.max_connection_age_ms", int(s.max_connection_age_seconds * 1000)),
+            ("grpc.max_connection_age_grace_ms", int(s.grace_seconds * 1000)),
         ],
     )
     spec.register(server)
