@@ -271,7 +271,9 @@ class GateServicer(pb_grpc.GateServiceServicer):
                         "shadow_version": s.policy_version,
                     },
                 )
-        self._m.evaluate_seconds.observe(time.perf_counter() - started)
+        elapsed = time.perf_counter() - started
+        out.elapsed.FromNanoseconds(int(elapsed * 1e9))
+        self._m.evaluate_seconds.observe(elapsed)
         return out
 
     async def _rerank(

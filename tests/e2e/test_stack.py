@@ -74,6 +74,7 @@ def test_in_kb_question_passes_with_citations_to_the_right_article(stack: Stack)
     d = result.decision
     assert d.outcome == gate_pb2.OUTCOME_PASS, d.reason_detail
     assert d.pass_token and d.policy_version
+    assert 0 < d.elapsed.ToNanoseconds() < 10 * 10**9
     assert d.evidence[0].document_id == ANSWERED_DOC
     assert result.final is not None
     final = result.final.final

@@ -3,6 +3,7 @@ import datetime
 from candor.common.v1 import evidence_pb2 as _evidence_pb2
 from candor.generator.v1 import generator_pb2 as _generator_pb2
 from candor.retrieval.v1 import retrieval_pb2 as _retrieval_pb2
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -78,7 +79,7 @@ class ShadowDecision(_message.Message):
     def __init__(self, policy_version: _Optional[str] = ..., outcome: _Optional[_Union[Outcome, str]] = ..., reason: _Optional[_Union[Reason, str]] = ..., confidence: _Optional[float] = ..., agrees: _Optional[bool] = ...) -> None: ...
 
 class Decision(_message.Message):
-    __slots__ = ("decision_id", "outcome", "tier", "confidence", "display_confidence", "reason", "reason_detail", "refusal_message", "refusal_language", "policy_version", "policy_name", "signals", "thresholds", "evidence", "pass_token", "pass_token_expires_at", "missing_facets", "arms", "degraded", "shadow")
+    __slots__ = ("decision_id", "outcome", "tier", "confidence", "display_confidence", "reason", "reason_detail", "refusal_message", "refusal_language", "policy_version", "policy_name", "signals", "thresholds", "evidence", "pass_token", "pass_token_expires_at", "missing_facets", "arms", "degraded", "shadow", "elapsed")
     DECISION_ID_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     TIER_FIELD_NUMBER: _ClassVar[int]
@@ -99,6 +100,7 @@ class Decision(_message.Message):
     ARMS_FIELD_NUMBER: _ClassVar[int]
     DEGRADED_FIELD_NUMBER: _ClassVar[int]
     SHADOW_FIELD_NUMBER: _ClassVar[int]
+    ELAPSED_FIELD_NUMBER: _ClassVar[int]
     decision_id: str
     outcome: Outcome
     tier: _evidence_pb2.Tier
@@ -119,7 +121,8 @@ class Decision(_message.Message):
     arms: _containers.RepeatedCompositeFieldContainer[_retrieval_pb2.ArmStatus]
     degraded: bool
     shadow: ShadowDecision
-    def __init__(self, decision_id: _Optional[str] = ..., outcome: _Optional[_Union[Outcome, str]] = ..., tier: _Optional[_Union[_evidence_pb2.Tier, str]] = ..., confidence: _Optional[float] = ..., display_confidence: _Optional[int] = ..., reason: _Optional[_Union[Reason, str]] = ..., reason_detail: _Optional[str] = ..., refusal_message: _Optional[str] = ..., refusal_language: _Optional[str] = ..., policy_version: _Optional[str] = ..., policy_name: _Optional[str] = ..., signals: _Optional[_Iterable[_Union[Signal, _Mapping]]] = ..., thresholds: _Optional[_Iterable[_Union[Threshold, _Mapping]]] = ..., evidence: _Optional[_Iterable[_Union[_evidence_pb2.Evidence, _Mapping]]] = ..., pass_token: _Optional[str] = ..., pass_token_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., missing_facets: _Optional[_Iterable[str]] = ..., arms: _Optional[_Iterable[_Union[_retrieval_pb2.ArmStatus, _Mapping]]] = ..., degraded: _Optional[bool] = ..., shadow: _Optional[_Union[ShadowDecision, _Mapping]] = ...) -> None: ...
+    elapsed: _duration_pb2.Duration
+    def __init__(self, decision_id: _Optional[str] = ..., outcome: _Optional[_Union[Outcome, str]] = ..., tier: _Optional[_Union[_evidence_pb2.Tier, str]] = ..., confidence: _Optional[float] = ..., display_confidence: _Optional[int] = ..., reason: _Optional[_Union[Reason, str]] = ..., reason_detail: _Optional[str] = ..., refusal_message: _Optional[str] = ..., refusal_language: _Optional[str] = ..., policy_version: _Optional[str] = ..., policy_name: _Optional[str] = ..., signals: _Optional[_Iterable[_Union[Signal, _Mapping]]] = ..., thresholds: _Optional[_Iterable[_Union[Threshold, _Mapping]]] = ..., evidence: _Optional[_Iterable[_Union[_evidence_pb2.Evidence, _Mapping]]] = ..., pass_token: _Optional[str] = ..., pass_token_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., missing_facets: _Optional[_Iterable[str]] = ..., arms: _Optional[_Iterable[_Union[_retrieval_pb2.ArmStatus, _Mapping]]] = ..., degraded: _Optional[bool] = ..., shadow: _Optional[_Union[ShadowDecision, _Mapping]] = ..., elapsed: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class EvaluateRequest(_message.Message):
     __slots__ = ("tenant", "query", "language", "mode")
