@@ -393,23 +393,6 @@ def _validate(s: Settings) -> None:
         (s.gate.reranker.max_candidates >= 1, "gate.reranker.max_candidates must be >= 1"),
         (s.gate.reranker.max_retries >= 0, "gate.reranker.max_retries must be >= 0"),
         (
-            s.generator.backend in ("extractive", "cohere", "openai_compat"),
-            "generator.backend must be extractive, cohere or openai_compat",
-        ),
-        (
-            s.generator.backend != "openai_compat" or bool(s.generator.openai_compat.model),
-            "generator.openai_compat.model is required for the openai_compat backend",
-        ),
-        (s.generator.llm.timeout_seconds > 0, "generator.llm.timeout_seconds must be > 0"),
-        (s.generator.llm.max_retries >= 0, "generator.llm.max_retries must be >= 0"),
-        (
-            0
-            <= s.generator.groundedness_min_confidence
-            <= s.generator.groundedness_max_confidence
-            <= 1,
-            "generator groundedness confidence band must satisfy 0 <= min <= max <= 1",
-        ),
-        (
             not s.auth.enabled or bool(s.auth.keys),
             "auth.enabled needs at least one auth.keys entry",
         ),

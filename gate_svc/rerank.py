@@ -41,13 +41,14 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final, Literal, Protocol, TypeVar
 
 import cohere
 import httpx
 from cohere.core.api_error import ApiError
 from cohere.core.parse_error import ParsingError
+
+from candor.secrets import read_secret
 
 log = logging.getLogger("candor.gate.rerank")
 
@@ -283,15 +284,7 @@ def _check_coverage(result: RerankResult, candidates: Sequence[RerankInput]) -> 
 
 def read_api_key(api_key: str = "", api_key_file: str = "", *, what: str = "reranker") -> str:
     """The key from the mounted file when one is configured (it wins), else the inline value."""
-    if api_key_file:
-        try:
-            key = Path(api_key_file).read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise ValueError(f"cannot read the {what} API key file {api_key_file}: {exc}") from exc
-        if not key:
-            raise ValueError(f"the {what} API key file {api_key_file} is empty")
-        return key
-    return api_key.strip()
+    return read_secret(api_key, api_key_file, what=f"{what} API key")
 
 
 def is_retryable_status(status: int) -> bool:

@@ -1,74 +1,34 @@
 """The generator's backend, prompt, budget and groundedness options, read from settings.
 
-Mirrors the fields of ``candor.settings.GeneratorSettings`` by name. Fields the settings do not
-(yet) define fall back to the defaults here, so this module reads them with ``getattr``;
-``from_settings`` therefore works with any object that has (some of) these attributes.
+``from_settings`` reads ``GeneratorSettings`` fields by name with ``getattr``, so it also takes
+any object that has some of them (defaults fill the rest), and validates the combination.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import typing
-from dataclasses import dataclass, field
 from typing import Any
+
+from candor.settings import (
+    CohereChatSettings,
+    GeneratorSettings,
+    LLMSettings,
+    OpenAICompatSettings,
+)
 
 BACKENDS = ("extractive", "cohere", "openai_compat")
 
 
-@dataclass(frozen=True)
-class LLMOptions:
-    """Shared by the HTTP backends (Cohere, OpenAI-compatible)."""
-
-    timeout_seconds: float = 30.0
-    """Per HTTP phase: connect, first byte, and each gap between streamed chunks."""
-    connect_timeout_seconds: float = 5.0
-    max_retries: int = 2
-    """Retries on 429/5xx/connection failure, only before the stream starts."""
-    backoff_seconds: float = 0.5
-    backoff_max_seconds: float = 8.0
-    max_output_tokens: int = 512
-    temperature: float = 0.0
+# One home for these fields: the settings dataclasses. The names below are what the generator
+# code calls them.
+LLMOptions = LLMSettings
+CohereOptions = CohereChatSettings
+OpenAICompatOptions = OpenAICompatSettings
 
 
-@dataclass(frozen=True)
-class CohereOptions:
-    model: str = "command-a-03-2025"
-    api_key: str = ""
-    api_key_file: str = ""
-    """A mounted secret; wins over api_key. Neither set: the CO_API_KEY environment variable."""
-    base_url: str = ""
-    """Empty: Cohere's production API (or CO_API_URL)."""
-
-
-@dataclass(frozen=True)
-class OpenAICompatOptions:
-    base_url: str = "http://127.0.0.1:8000/v1"
-    """Up to, not including, ``/chat/completions``."""
-    model: str = ""
-    api_key: str = ""
-    api_key_file: str = ""
-    """A mounted secret; wins over api_key. Neither set: OPENAI_API_KEY, else no auth header."""
-    include_usage: bool = True
-    """Send ``stream_options.include_usage`` (vLLM, Ollama, llama.cpp support it)."""
-
-
-@dataclass(frozen=True)
-class GeneratorOptions:
-    backend: str = "extractive"
-    prompts_path: str = ""
-    """Prompt templates YAML; empty = generator_svc/prompts_default.yaml."""
-    context_budget_tokens: int = 3000
-    """Evidence budget in estimated tokens (words x 1.3); <= 0 = unlimited."""
-    max_sentences: int = 3
-    """Extractive backend: sentences quoted per answer."""
-    groundedness: bool = False
-    """Seed 003's sentence-level support check after generation (model-free overlap)."""
-    groundedness_min_confidence: float = 0.0
-    groundedness_max_confidence: float = 1.0
-    """Run the check only when the gate's confidence is in [min, max] (the ambiguous band)."""
-    llm: LLMOptions = field(default_factory=LLMOptions)
-    cohere: CohereOptions = field(default_factory=CohereOptions)
-    openai_compat: OpenAICompatOptions = field(default_factory=OpenAICompatOptions)
+class GeneratorOptions(GeneratorSettings):
+    """``GeneratorSettings`` with the generator's own validation and a tolerant reader."""
 
     @classmethod
     def from_settings(cls, settings: object) -> GeneratorOptions:

@@ -21,13 +21,14 @@ from candor.runtime.errors import FieldViolations, abort_info, abort_invalid
 from candor.runtime.metrics import ServiceMetrics
 from candor.runtime.server import ServiceSpec
 from candor.runtime.validation import check_query
+from candor.secrets import read_secret
 from candor.settings import Settings
 from candor.token import InMemoryReplayStore, KeyRing, TokenError, TokenVerifier
 from generator_svc.citations import verify_citations
 from generator_svc.groundedness import GroundednessResult, check_groundedness
 from generator_svc.llm.base import BackendError, Draft, EvidenceItem, GenerationInput, LLMBackend
 from generator_svc.llm.extractive import CAVEAT, ExtractiveBackend
-from generator_svc.llm.retry import RetryPolicy, read_secret
+from generator_svc.llm.retry import RetryPolicy
 from generator_svc.options import GeneratorOptions
 from generator_svc.prompts import PromptTemplates, fit_to_budget, load_templates
 

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TypeVar
 
 from generator_svc.llm.base import BackendError
@@ -114,18 +112,3 @@ async def open_with_retries(
             )
             await sleep(delay)
             attempt += 1
-
-
-def read_secret(value: str, file: str, env_var: str = "") -> str:
-    """A secret from a mounted file (wins), else the configured value, else ``env_var``."""
-    if file:
-        try:
-            secret = Path(file).read_text().strip()
-        except OSError as exc:
-            raise RuntimeError(f"cannot read secret file {file}: {exc}") from exc
-        if not secret:
-            raise RuntimeError(f"secret file {file} is empty")
-        return secret
-    if value:
-        return value
-    return os.environ.get(env_var, "") if env_var else ""

@@ -25,7 +25,6 @@ import copy
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any, Literal
 
 import cohere
@@ -34,6 +33,8 @@ import numpy as np
 import numpy.typing as npt
 from cohere.core.api_error import ApiError
 from cohere.core.parse_error import ParsingError
+
+from candor.secrets import read_secret
 
 InputType = Literal["search_document", "search_query"]
 
@@ -75,17 +76,10 @@ class CohereEmbedError(RuntimeError):
 
 def read_api_key(api_key: str = "", api_key_file: str = "") -> str:
     """The key from the mounted file if one is configured, else the inline value."""
-    if api_key_file:
-        try:
-            key = Path(api_key_file).read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise ValueError(f"cannot read Cohere API key file {api_key_file}: {exc}") from exc
-        if not key:
-            raise ValueError(f"Cohere API key file {api_key_file} is empty")
-        return key
-    if api_key.strip():
-        return api_key.strip()
-    raise ValueError("Cohere embedder needs api_key_file or api_key")
+    key = read_secret(api_key, api_key_file, what="Cohere API key")
+    if not key:
+        raise ValueError("Cohere embedder needs api_key_file or api_key")
+    return key
 
 
 def resolve_dimension(model: str, dimension: int | None) -> tuple[int, int | None]:
