@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from candor.settings import RerankerSettings
 from gate_svc.rerank import (
     CohereReranker,
     FallbackReranker,
@@ -162,21 +162,8 @@ def test_ranked_and_relevant() -> None:
 # --- factory ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Config:
-    backend: str = "none"
-    model: str = ""
-    base_url: str = ""
-    api_key: str = ""
-    api_key_file: str = ""
-    max_retries: int = 1
-    backoff_seconds: float = 0.2
-    answers_at: float = 0.8
-    partial_at: float = 0.5
-    supplement_at: float = 0.15
-    max_tokens_per_doc: int = 0
-    max_output_tokens: int = 1024
-    max_chars_per_candidate: int = 2000
+# The real settings class: the factory reads exactly these fields.
+Config = RerankerSettings
 
 
 async def test_build_reranker_from_settings(tmp_path: Path) -> None:
