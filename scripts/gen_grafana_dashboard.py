@@ -10,12 +10,13 @@ metric a panel names is checked against what the services export (tests/deploy).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from generated_file import write_or_check
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "deploy" / "grafana" / "candor.json"
@@ -468,18 +469,7 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--check", action="store_true", help="fail if the output is stale")
-    args = ap.parse_args(argv)
-    text = render()
-    if args.check:
-        if not OUT.exists() or OUT.read_text() != text:
-            print(f"{OUT.relative_to(ROOT)} is stale: run python scripts/gen_grafana_dashboard.py")
-            return 1
-        return 0
-    OUT.write_text(text)
-    print(f"wrote {OUT.relative_to(ROOT)}")
-    return 0
+    return write_or_check(render, OUT, ROOT, "gen_grafana_dashboard.py", argv, __doc__)
 
 
 if __name__ == "__main__":
