@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from retrieval_svc.embed.wordpiece import token_counts
 from retrieval_svc.stores.base import Chunk
+
+TokenCounter = Callable[[Sequence[str]], list[int]]
+"""Tokens per word; chunk sizes are budgets in these units (WordPiece tokens by default)."""
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$", re.MULTILINE)
 
@@ -46,20 +51,39 @@ def sections(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def _windows(words: list[str], size: int, overlap: int) -> list[list[str]]:
-    if len(words) <= size:
-        return [words]
-    step = size - overlap
-    out = []
-    for start in range(0, len(words), step):
-        out.append(words[start : start + size])
-        if start + size >= len(words):
-            break
-    return out
+def _windows(costs: Sequence[int], size: int, overlap: int) -> list[tuple[int, int]]:
+    """Word spans holding at most ``size`` tokens, each repeating ~``overlap`` tokens of the last.
+
+    A single word longer than ``size`` gets a window of its own rather than being split.
+    """
+    spans: list[tuple[int, int]] = []
+    start, n = 0, len(costs)
+    while True:
+        end, total = start, 0
+        while end < n and (end == start or total + costs[end] <= size):
+            total += costs[end]
+            end += 1
+        spans.append((start, end))
+        if end >= n:
+            return spans
+        back, repeated = end, 0
+        while back - 1 > start and repeated + costs[back - 1] <= overlap:
+            back -= 1
+            repeated += costs[back]
+        start = back
 
 
-def chunk_document(doc: SourceDocument, chunk_words: int, overlap_words: int) -> list[Chunk]:
-    """Deterministic chunks: ids depend only on the document id and position."""
+def chunk_document(
+    doc: SourceDocument,
+    chunk_tokens: int,
+    overlap_tokens: int,
+    count: TokenCounter = token_counts,
+) -> list[Chunk]:
+    """Deterministic chunks: ids depend only on the document id and position.
+
+    Windows are cut at word boundaries to fit ``chunk_tokens`` of body text (the heading and
+    title are added on top) and overlap by about ``overlap_tokens``.
+    """
     gen = generation_of(doc)
 
     def make(parent: int, child: int, text: str) -> Chunk:
@@ -80,10 +104,10 @@ def chunk_document(doc: SourceDocument, chunk_words: int, overlap_words: int) ->
         return [make(0, 0, f"{doc.question}\n{doc.text}".strip())]
     chunks: list[Chunk] = []
     for p, (heading, body) in enumerate(sections(doc.text)):
-        # Tokens keep their trailing whitespace so lists and line breaks survive chunking.
-        tokens = re.findall(r"\S+\s*", body)
-        for c, window in enumerate(_windows(tokens, chunk_words, overlap_words)):
-            text = "".join(window).strip()
+        # Words keep their trailing whitespace so lists and line breaks survive chunking.
+        words = re.findall(r"\S+\s*", body)
+        for c, (lo, hi) in enumerate(_windows(count(words), chunk_tokens, overlap_tokens)):
+            text = "".join(words[lo:hi]).strip()
             chunks.append(make(p, c, f"{heading}\n\n{text}" if heading else text))
     return chunks
 

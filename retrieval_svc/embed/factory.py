@@ -29,5 +29,8 @@ def open_embedders(settings: RetrievalSettings) -> tuple[Embedder, Embedder]:
         return docs, docs.for_queries()
     from retrieval_svc.embed.minilm import MiniLMEmbedder
 
-    m2 = MiniLMEmbedder(threads=settings.embed_threads)
+    m2 = MiniLMEmbedder(
+        threads=settings.embed_threads,
+        precision="fp32" if settings.embed_precision == "fp32" else "q8",
+    )
     return m2, m2

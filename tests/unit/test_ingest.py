@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Sequence
 
+from retrieval_svc.embed.wordpiece import token_counts
 from retrieval_svc.ingest import (
     SourceDocument,
     chunk_document,
@@ -28,6 +30,11 @@ def doc(text: str, **kw: object) -> SourceDocument:
 
 def numbered(n: int) -> str:
     return " ".join(f"w{i}" for i in range(n))
+
+
+def one_per_word(words: Sequence[str]) -> list[int]:
+    """Window arithmetic is easier to read with one token per word."""
+    return [1] * len(words)
 
 
 # --- sections ------------------------------------------------------------------------------
@@ -70,7 +77,7 @@ def test_short_section_is_one_chunk_with_deterministic_ids() -> None:
 
 
 def test_long_section_windows_overlap_by_the_configured_words() -> None:
-    chunks = chunk_document(doc(numbered(25)), chunk_words=10, overlap_words=3)
+    chunks = chunk_document(doc(numbered(25)), 10, 3, count=one_per_word)
     # step 7: windows start at 0, 7, 14, 21
     assert [c.chunk_id for c in chunks] == [f"refunds#p0c{i}" for i in range(4)]
     assert {c.parent_id for c in chunks} == {"refunds#p0"}
@@ -84,6 +91,29 @@ def test_long_section_windows_overlap_by_the_configured_words() -> None:
     assert {w for win in windows for w in win} == {f"w{i}" for i in range(25)}
 
 
+def test_windows_are_budgets_in_wordpiece_tokens() -> None:
+    # "unbelievably" and "antidisestablishmentarianism" are several WordPiece tokens each.
+    words = "refund unbelievably antidisestablishmentarianism policy " * 30
+    costs = token_counts(words.split())
+    assert max(costs) > 2 and min(costs) == 1
+    chunks = chunk_document(doc(words), 40, 10)
+    assert len(chunks) > 3
+    for c in chunks:
+        assert sum(token_counts(c.text.split())) <= 40
+    for prev, nxt in itertools.pairwise(chunks):
+        shared = prev.text.split()[-3:]
+        assert nxt.text.split()[: len(shared)] == shared  # the overlap repeats the tail
+    assert " ".join(" ".join(c.text.split()) for c in chunks).count("policy") >= 30
+
+
+def test_a_word_longer_than_the_budget_gets_its_own_window() -> None:
+    long_word = "supercalifragilistic" * 4
+    assert token_counts([long_word])[0] > 5
+    chunks = chunk_document(doc(f"a {long_word} b"), 5, 1)
+    assert [c.text for c in chunks] == ["a", long_word, "b"]
+    assert all(c.text for c in chunks)
+
+
 def test_each_section_is_its_own_parent() -> None:
     chunks = chunk_document(doc("Preamble.\n# A\nalpha text\n# B\nbeta text"), 60, 15)
     assert [(c.chunk_id, c.parent_id) for c in chunks] == [
@@ -95,7 +125,7 @@ def test_each_section_is_its_own_parent() -> None:
 
 
 def test_heading_prefixes_every_window_of_its_section() -> None:
-    chunks = chunk_document(doc("# Head\n" + numbered(20)), chunk_words=8, overlap_words=2)
+    chunks = chunk_document(doc("# Head\n" + numbered(20)), 8, 2, count=one_per_word)
     assert len(chunks) > 1
     assert all(c.text.startswith("Head\n\n") for c in chunks)
 
@@ -117,7 +147,7 @@ def test_curated_answer_is_one_chunk_with_question_and_answer() -> None:
         question="How long do refunds take?",
         source_kind=2,
     )
-    chunks = chunk_document(d, chunk_words=10, overlap_words=3)
+    chunks = chunk_document(d, 10, 3, count=one_per_word)
     assert len(chunks) == 1
     assert chunks[0].chunk_id == "faq-7#p0c0"
     assert chunks[0].parent_id == "faq-7#p0"
