@@ -224,12 +224,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     rows = read_rows(args.results)
+    named: set[str] = set()
     for path in args.policy:
         from evals.harness import rescore
         from gate_svc.policy import parse_policy
 
         config = parse_policy(path.read_text())
-        rescore(rows, config, config.policy if config.policy == "calibrated" else path.stem)
+        # The first calibrated config is "calibrated"; further ones keep their file names.
+        name = "calibrated" if config.policy == "calibrated" and "calibrated" not in named else ""
+        name = name or path.stem
+        named.add(name)
+        rescore(rows, config, name)
     if args.split != "all":
         rows = [r for r in rows if r.get("split") == args.split]
     if not rows:

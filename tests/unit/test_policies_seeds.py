@@ -22,6 +22,7 @@ from gate_svc.signals import (
     compute_signals,
     facet_coverage,
     facets,
+    pair_coverage,
 )
 
 
@@ -182,6 +183,25 @@ def test_best_sentence_alignment_prefers_one_answering_sentence() -> None:
     a, sentence = best_sentence_alignment(q, answering)
     b, _ = best_sentence_alignment(q, scattered)
     assert a > b and "30 days" in sentence
+
+
+def test_pair_coverage_needs_both_hops_of_a_two_hop_question() -> None:
+    q = "Which river flows through the city where the painter Vermeer was born?"
+    both_hops = [
+        "Johannes Vermeer was a Dutch painter born in Delft in 1632.",
+        "Delft lies on the Schie river, between Rotterdam and The Hague.",
+        "Delft is known for its blue pottery and its river boats.",
+    ]
+    one_hop = [both_hops[0], "Vermeer painted Girl with a Pearl Earring around 1665."]
+    full = pair_coverage(q, both_hops)
+    partial = pair_coverage(q, one_hop)
+    assert full > partial > 0.0
+    # Two sentences cover more of the question than the best single one does.
+    assert full > best_sentence_alignment(q, both_hops)[0]
+    assert pair_coverage(q, []) == 0.0
+    assert pair_coverage("the of and", both_hops) == 0.0
+    signals = compute_signals([cand(1, 0.7, 0.03, text=" ".join(both_hops))], q).values
+    assert signals["pair_coverage"] == pytest.approx(full)
 
 
 def test_answer_type_signal() -> None:
