@@ -101,6 +101,47 @@ class CohereEmbedSettings:
 
 
 @dataclass(frozen=True)
+class ChatEndpointSettings:
+    """An optional OpenAI-compatible ``/chat/completions`` endpoint (see ``candor.chat``)."""
+
+    backend: str = "none"
+    """none (off) or openai_compat."""
+    base_url: str = ""
+    """Ends before ``/chat/completions``, e.g. ``http://vllm:8000/v1``."""
+    model: str = ""
+    api_key: str = ""
+    api_key_file: str = ""
+    """Wins over api_key (a mounted Secret); read once at start-up."""
+
+
+@dataclass(frozen=True)
+class RewriteSettings(ChatEndpointSettings):
+    """Seed 001's query rewrite: the question becomes a standalone search query."""
+
+    timeout_seconds: float = 0.3
+    """Budget per Retrieve, capped by the caller's deadline; on expiry the raw query is used."""
+    max_output_tokens: int = 64
+    max_words: int = 32
+    """A rewrite longer than this is rejected."""
+    max_growth: float = 4.0
+    """A rewrite with more than this many times the query's words is rejected."""
+
+
+@dataclass(frozen=True)
+class HypotheticalSettings(ChatEndpointSettings):
+    """LLM-written questions indexed with each passage (``hypothetical_questions`` on upsert)."""
+
+    timeout_seconds: float = 20.0
+    """Per passage, capped by the caller's deadline; on failure the passage has no questions."""
+    questions_per_passage: int = 3
+    max_output_tokens: int = 256
+    max_passage_chars: int = 6000
+    """Longer passages are cut before they are sent."""
+    concurrency: int = 4
+    """Passages in flight at once per UpsertDocuments call."""
+
+
+@dataclass(frozen=True)
 class RetrievalSettings:
     server: ServerSettings = ServerSettings(port=50051, metrics_port=9101)
     data_dir: str = "data"
@@ -123,12 +164,17 @@ class RetrievalSettings:
     max_query_chars: int = 2000
     max_documents_per_call: int = 500
     max_document_chars: int = 1_000_000
-    chunk_words: int = 60
-    chunk_overlap_words: int = 15
+    chunk_tokens: int = 80
+    """Child chunk budget in WordPiece tokens of body text (heading and title come on top)."""
+    chunk_overlap_tokens: int = 20
     edge_index_threshold: int = 10_000
     """Embedded dense arm: build HNSW at start-up once this many vectors are unindexed."""
     embed_threads: int = 1
     embed_batch_size: int = 32
+    rewrite: RewriteSettings = RewriteSettings()
+    hypothetical: HypotheticalSettings = HypotheticalSettings()
+    embed_precision: str = "q8"
+    """minilm only: q8 (dynamic int8, derived once from the wheel and cached) or fp32."""
 
 
 @dataclass(frozen=True)
@@ -155,6 +201,17 @@ class RerankerSettings:
 
 
 @dataclass(frozen=True)
+class TranslationSettings(ChatEndpointSettings):
+    """Refusal messages for languages the table lacks, translated from English (optional)."""
+
+    timeout_seconds: float = 0.5
+    """Per refusal, capped by the caller's deadline; on failure the English message is used."""
+    max_output_tokens: int = 128
+    cache_size: int = 256
+    """Translations kept in memory, per (language, message)."""
+
+
+@dataclass(frozen=True)
 class GateSettings:
     server: ServerSettings = ServerSettings(port=50052, metrics_port=9102)
     policy_path: str = ""
@@ -178,6 +235,7 @@ class GateSettings:
     generation_timeout_seconds: float = 30.0
     max_query_chars: int = 2000
     reranker: RerankerSettings = RerankerSettings()
+    translation: TranslationSettings = TranslationSettings()
 
 
 @dataclass(frozen=True)
@@ -370,6 +428,10 @@ def _validate(s: Settings) -> None:
             "retrieval.embedder must be minilm, multilingual or cohere",
         ),
         (
+            r.embed_precision in ("q8", "fp32"),
+            "retrieval.embed_precision must be q8 or fp32",
+        ),
+        (
             r.keyword_backend in ("tantivy", "opensearch"),
             "retrieval.keyword_backend must be tantivy or opensearch",
         ),
@@ -377,8 +439,8 @@ def _validate(s: Settings) -> None:
         (r.rrf_k >= 1, "retrieval.rrf_k must be >= 1"),
         (r.arm_timeout_seconds > 0, "retrieval.arm_timeout_seconds must be > 0"),
         (
-            0 <= r.chunk_overlap_words < r.chunk_words,
-            "retrieval.chunk_overlap_words must be < chunk_words",
+            0 <= r.chunk_overlap_tokens < r.chunk_tokens,
+            "retrieval.chunk_overlap_tokens must be < chunk_tokens",
         ),
         (s.gate.token_ttl_seconds > 0, "gate.token_ttl_seconds must be > 0"),
         (
@@ -397,8 +459,43 @@ def _validate(s: Settings) -> None:
             "auth.enabled needs at least one auth.keys entry",
         ),
     ]
+    for where, chat in (
+        ("retrieval.rewrite", r.rewrite),
+        ("retrieval.hypothetical", r.hypothetical),
+        ("gate.translation", s.gate.translation),
+    ):
+        checks.extend(_chat_endpoint_checks(where, chat))
+    checks += [
+        (r.rewrite.timeout_seconds > 0, "retrieval.rewrite.timeout_seconds must be > 0"),
+        (r.rewrite.max_words >= 1, "retrieval.rewrite.max_words must be >= 1"),
+        (r.rewrite.max_growth > 0, "retrieval.rewrite.max_growth must be > 0"),
+        (
+            r.hypothetical.timeout_seconds > 0,
+            "retrieval.hypothetical.timeout_seconds must be > 0",
+        ),
+        (
+            1 <= r.hypothetical.questions_per_passage <= 20,
+            "retrieval.hypothetical.questions_per_passage must be 1..20",
+        ),
+        (r.hypothetical.concurrency >= 1, "retrieval.hypothetical.concurrency must be >= 1"),
+        (
+            r.hypothetical.max_passage_chars >= 1,
+            "retrieval.hypothetical.max_passage_chars must be >= 1",
+        ),
+        (s.gate.translation.timeout_seconds > 0, "gate.translation.timeout_seconds must be > 0"),
+        (s.gate.translation.cache_size >= 0, "gate.translation.cache_size must be >= 0"),
+    ]
     for key in s.auth.keys:
         checks.append((len(key.sha256) == 64, f"auth.keys[{key.name}].sha256 must be 64 hex chars"))
     for ok, message in checks:
         if not ok:
             raise SettingsError(message)
+
+
+def _chat_endpoint_checks(where: str, c: ChatEndpointSettings) -> list[tuple[bool, str]]:
+    on = c.backend == "openai_compat"
+    return [
+        (c.backend in ("none", "openai_compat"), f"{where}.backend must be none or openai_compat"),
+        (not on or bool(c.base_url), f"{where}.base_url is required for backend openai_compat"),
+        (not on or bool(c.model), f"{where}.model is required for backend openai_compat"),
+    ]

@@ -1,6 +1,7 @@
 """Retrieval benchmark: ingest N chunks into a fresh retrieval service, then measure Retrieve.
 
-    candor bench retrieval --chunks 10000 100000 [--queries 300] [--out docs/benchmarks.md]
+    candor bench retrieval --chunks 10000 100000 [--queries 300] [--json PATH]
+                           [--out docs/benchmarks.md]
 
 The service runs in its own process (so its RSS is its own) on the embedded backends. Text is
 generated from the sample help centre's sentences recombined with random vocabulary, so chunk
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import platform
 import random
@@ -184,7 +186,8 @@ def report(results: list[Result]) -> str:
         "",
         f"Machine: {os.cpu_count()} cores, {platform.machine()}, "
         f"Python {platform.python_version()}; "
-        "embedded backends (Qdrant Edge + tantivy), MiniLM int8 query embedding, 1 ORT thread. "
+        "embedded backends (Qdrant Edge + tantivy), MiniLM q8 (dynamic int8) query embedding, "
+        "1 ORT thread. "
         "Command: `candor bench retrieval`.",
         "",
         "| chunks | ingest chunks/s | p50 ms (1 in flight) | p99 ms (1) | p50/p99 ms (8) "
@@ -207,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunks", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--out", type=Path, default=None, help="append the table to this markdown file")
+    ap.add_argument("--json", type=Path, default=None, help="write machine-readable results")
     args = ap.parse_args(argv)
     results = []
     for n in args.chunks:
@@ -217,7 +221,27 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         with args.out.open("a") as f:
             f.write("\n" + text)
+    if args.json:
+        args.json.write_text(json.dumps(as_json(results), indent=2) + "\n")
     return 0
+
+
+def as_json(results: list[Result]) -> dict[str, dict[str, float]]:
+    """``{"<chunks>:retrieve@<in flight>": {p50_ms, p99_ms, rps}, "<chunks>:ingest": {...}}``."""
+    out: dict[str, dict[str, float]] = {}
+    for r in results:
+        for in_flight, (p50, p99) in r.latency_ms.items():
+            out[f"{r.chunks}:retrieve@{in_flight}"] = {
+                "p50_ms": round(p50, 2),
+                "p99_ms": round(p99, 2),
+                "rps": round(r.throughput[in_flight], 1),
+            }
+        out[f"{r.chunks}:ingest"] = {"chunks_per_s": round(r.ingest_chunks_per_s, 1)}
+        out[f"{r.chunks}:server"] = {
+            "peak_rss_mib": round(r.rss_mib, 1),
+            "restart_s": round(r.startup_seconds, 2),
+        }
+    return out
 
 
 if __name__ == "__main__":

@@ -51,7 +51,13 @@ LOG_FEATURES = frozenset({"top_bm25", "bm25_per_query_term", "rrf_ratio", "cosin
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """The rows of ``candor eval run``, less those recording a question that failed
+    (``error``: only a run against a deployment writes them)."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    failed = sum(1 for r in rows if "error" in r)
+    if failed:
+        print(f"{path}: skipping {failed} row(s) of failed questions", file=sys.stderr)
+    return [r for r in rows if "error" not in r]
 
 
 def feature(row: dict[str, Any], name: str) -> float:

@@ -21,9 +21,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from candor.settings import Settings
+from evals.answers import AnswerCheck, check
 from evals.datasets.format import Dataset, Question, load_dataset
 from gate_svc.policy import PolicyConfig, decide, parse_policy
 from gate_svc.signals import CandidateView, compute_signals
+from generator_svc.llm.base import EvidenceItem, LLMBackend
 from retrieval_svc.embed.factory import open_embedders
 from retrieval_svc.ingest import SourceDocument
 from retrieval_svc.knowledge_base import KnowledgeBase, RetrievalResult, RetrieveParams
@@ -111,6 +114,7 @@ def evaluate_row(
     candidates: Sequence[CandidateView],
     policies: dict[str, PolicyConfig],
     recall: dict[str, list[str]],
+    answer: AnswerCheck | None = None,
 ) -> dict[str, Any]:
     """One question's signals and every policy's decision, as a JSON-ready row."""
     signals = compute_signals(candidates, q.question)
@@ -139,7 +143,20 @@ def evaluate_row(
     if "always_answer" in row["policies"]:
         row["policies"]["always_answer"]["confidence"] = 1.0
     row["policies"]["top1_cosine"] = {"confidence": signals.values["top_cosine"]}
+    if answer is not None:
+        row["generated"] = {"text": answer.text, "correct": answer.correct}
     return row
+
+
+async def _answer(
+    backend: LLMBackend | None, q: Question, views: Sequence[CandidateView], max_evidence: int
+) -> AnswerCheck | None:
+    """The generator's answer from the evidence a pass would admit, for answerable questions
+    with a reference; the same evidence for every policy, so accuracy compares gates only."""
+    if backend is None or not q.answerable or not q.answer:
+        return None
+    evidence = [EvidenceItem(v.chunk_id, v.title, v.text) for v in views[:max_evidence]]
+    return await check(backend, q.question, q.answer, evidence)
 
 
 async def _run(
@@ -148,6 +165,8 @@ async def _run(
     policies: dict[str, PolicyConfig],
     out: Path,
     progress: bool,
+    backend: LLMBackend | None = None,
+    max_evidence: int = 5,
 ) -> None:
     with out.open("w", encoding="utf-8") as f:
         for i, q in enumerate(questions, start=1):
@@ -157,7 +176,9 @@ async def _run(
                 "dense": _ranked_documents(result, "dense"),
                 "keyword": _ranked_documents(result, "keyword"),
             }
-            f.write(json.dumps(evaluate_row(q, _views(result), policies, recall)) + "\n")
+            views = _views(result)
+            answer = await _answer(backend, q, views, max_evidence)
+            f.write(json.dumps(evaluate_row(q, views, policies, recall, answer)) + "\n")
             if progress and (i % 100 == 0 or i == len(questions)):
                 print(f"\r  questions {i}/{len(questions)}", end="", file=sys.stderr, flush=True)
     if progress:
@@ -171,8 +192,13 @@ def run(
     limit: int = 0,
     embedder: str = "minilm",
     progress: bool = True,
+    answers: bool = True,
 ) -> Path:
-    """Index the corpus, decide every question with every policy, write rows to ``out``."""
+    """Index the corpus, decide every question with every policy, write rows to ``out``.
+
+    With ``answers``, the configured generator (``generator.backend``, extractive by default)
+    also answers each answerable question that has a reference answer.
+    """
     from candor.settings import load_settings
 
     data = load_dataset(dataset)
@@ -189,8 +215,8 @@ def run(
             docs_embedder,
             EdgeDenseStore(Path(tmp) / "dense", docs_embedder.dim),
             TantivyKeywordStore(Path(tmp) / "keyword"),
-            settings.retrieval.chunk_words,
-            settings.retrieval.chunk_overlap_words,
+            settings.retrieval.chunk_tokens,
+            settings.retrieval.chunk_overlap_tokens,
             query_embedder=query_embedder,
         )
         start = time.perf_counter()
@@ -208,9 +234,19 @@ def run(
                 )
         if progress:
             print(f" ({time.perf_counter() - start:.0f} s)", file=sys.stderr)
-        asyncio.run(_run(questions, kb, policies, out, progress))
+        backend = _generator(settings) if answers else None
+        asyncio.run(_run(questions, kb, policies, out, progress, backend))
         kb.close()
     return out
+
+
+def _generator(settings: Settings) -> LLMBackend:
+    from generator_svc.options import GeneratorOptions
+    from generator_svc.prompts import load_templates
+    from generator_svc.service import build_backend
+
+    options = GeneratorOptions.from_settings(settings.generator)
+    return build_backend(options, load_templates(options.prompts_path or None))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -225,9 +261,28 @@ def main(argv: list[str] | None = None) -> int:
         help="extra threshold config(s) to evaluate (e.g. a calibrated one)",
     )
     ap.add_argument("--limit", type=int, default=0)
-    ap.add_argument("--embedder", default="minilm")
+    source = ap.add_mutually_exclusive_group()
+    # No default here: argparse only sees a conflict with --target for a non-default value.
+    source.add_argument("--embedder", default=None, help="default minilm")
+    source.add_argument(
+        "--target",
+        default=None,
+        help="gate HOST:PORT: evaluate a running deployment instead (docs/evaluation.md)",
+    )
+    ap.add_argument(
+        "--no-answers",
+        action="store_true",
+        help="skip generating answers (answer accuracy is then not reported)",
+    )
+    from evals import remote  # it imports this module
+
+    remote.add_arguments(ap)
     args = ap.parse_args(argv)
-    run(args.dataset, args.out, args.policy, args.limit, args.embedder)
+    code = remote.main(ap, args)
+    if code is not None:
+        return code
+    embedder = args.embedder or "minilm"
+    run(args.dataset, args.out, args.policy, args.limit, embedder, answers=not args.no_answers)
     return 0
 
 

@@ -559,3 +559,26 @@ def threshold_sweep(
             )
         )
     return rows
+
+
+def answer_accuracy(
+    passed: Sequence[bool], answerable: Sequence[bool], correct: Sequence[bool | None]
+) -> float | None:
+    """Share of answered questions whose answer is right.
+
+    A passed unanswerable question is always wrong (there is no right answer to give); a
+    passed answerable one counts when its answer was judged (``correct[i]`` not None). None
+    when nothing judged was answered.
+    """
+    p = _bools(passed, "passed")
+    y = _bools(answerable, "answerable")
+    _same_length(passed=p, answerable=y, correct=correct)
+    right = wrong = 0
+    for was_passed, ok, c in zip(p.tolist(), y.tolist(), correct, strict=True):
+        if not was_passed:
+            continue
+        if not ok:
+            wrong += 1
+        elif c is not None:
+            right, wrong = right + int(c), wrong + int(not c)
+    return _ratio(right, right + wrong)

@@ -33,6 +33,8 @@ def summarize(rows: Sequence[dict[str, Any]], dataset: str) -> dict[str, Any]:
     answerable = [bool(r["answerable"]) for r in rows]
     kinds = [str(r["kind"]) for r in rows]
     gold = [list(r["gold_ids"]) for r in rows]
+    judged: list[bool | None] = [(r.get("generated") or {}).get("correct") for r in rows]
+    has_answers = any(c is not None for c in judged)
     out: dict[str, Any] = {
         "dataset": dataset,
         "n": len(rows),
@@ -64,11 +66,25 @@ def summarize(rows: Sequence[dict[str, Any]], dataset: str) -> dict[str, Any]:
                 coverage=s.coverage,
                 pass_rate_by_kind=metrics.pass_rate_by_kind(passed, kinds),
             )
+            if has_answers:
+                entry["answer_accuracy"] = metrics.answer_accuracy(passed, answerable, judged)
         entry["ece"] = metrics.expected_calibration_error(scores, answerable)
         entry["aurc"] = metrics.risk_coverage(scores, [not a for a in answerable]).aurc
         out["policies"][name] = entry
+    if has_answers:
+        graded = [c for c in judged if c is not None]
+        out["generator"] = {
+            "judged": len(graded),
+            "contains_reference": sum(graded) / len(graded),
+            "yes_no_skipped": sum(
+                1 for r, c in zip(rows, judged, strict=True) if r.get("generated") and c is None
+            ),
+        }
     positives = [i for i, a in enumerate(answerable) if a]
     for arm in ("dense", "keyword", "hybrid"):
+        # Rows from a running deployment (`eval run --target`) carry the hybrid arm only.
+        if not all(arm in rows[i]["ranked"] for i in positives):
+            continue
         ranked = [rows[i]["ranked"][arm] for i in positives]
         recall = metrics.recall_at(ranked, [gold[i] for i in positives], (1, 5, 10))
         out["recall"][arm] = {str(k): v for k, v in recall.items()}
@@ -178,6 +194,22 @@ def markdown(
         if "pass_rate_by_kind" in p:
             cells = [_fmt(p["pass_rate_by_kind"].get(k)) for k in summary["counts"]]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    if "generator" in summary:
+        g = summary["generator"]
+        lines += [
+            "",
+            f"Answer accuracy with the configured generator: its answer from the top evidence "
+            f"contains the reference for {_fmt(g['contains_reference'])} of {g['judged']} "
+            f"judged answerable questions ({g['yes_no_skipped']} yes/no references not judged). "
+            "Among the questions each policy *answered* (a passed unanswerable question is "
+            "always wrong):",
+            "",
+            "| policy | answer accuracy |",
+            "|---|---|",
+        ]
+        for name, p in summary["policies"].items():
+            if "answer_accuracy" in p:
+                lines.append(f"| {name} | {_fmt(p['answer_accuracy'])} |")
     lines += [
         "",
         "Recall of the gold passage (answerable questions):",

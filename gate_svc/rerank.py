@@ -48,7 +48,19 @@ import httpx
 from cohere.core.api_error import ApiError
 from cohere.core.parse_error import ParsingError
 
-from candor.secrets import read_secret
+# The reason constants and HTTP error helpers live in candor.chat; re-exported because callers
+# and tests import them from here.
+from candor.chat import INTERNAL as INTERNAL
+from candor.chat import MALFORMED_RESPONSE as MALFORMED_RESPONSE
+from candor.chat import RATE_LIMITED as RATE_LIMITED
+from candor.chat import TIMEOUT as TIMEOUT
+from candor.chat import UPSTREAM_REJECTED as UPSTREAM_REJECTED
+from candor.chat import UPSTREAM_UNAVAILABLE as UPSTREAM_UNAVAILABLE
+from candor.chat import ChatClient, UpstreamError
+from candor.chat import is_retryable_status as is_retryable_status
+from candor.chat import read_api_key as read_api_key
+from candor.chat import status_error as status_error
+from candor.chat import transport_error as transport_error
 
 log = logging.getLogger("candor.gate.rerank")
 
@@ -66,14 +78,6 @@ DEFAULT_COHERE_MODEL: Final = "rerank-v3.5"
 
 MIN_ATTEMPT_SECONDS: Final = 0.05
 """A retry is only started when at least this much of the budget is left after the backoff."""
-
-# Reasons are a small fixed set, safe as a metric label.
-TIMEOUT: Final = "TIMEOUT"
-RATE_LIMITED: Final = "RATE_LIMITED"
-UPSTREAM_UNAVAILABLE: Final = "UPSTREAM_UNAVAILABLE"
-UPSTREAM_REJECTED: Final = "UPSTREAM_REJECTED"
-MALFORMED_RESPONSE: Final = "MALFORMED_RESPONSE"
-INTERNAL: Final = "INTERNAL"
 
 
 # --- data ---------------------------------------------------------------------------------------
@@ -159,25 +163,8 @@ class RerankResult:
         return max((s.relevance for s in self.scores), default=None)
 
 
-class RerankError(Exception):
-    """A reranker failed. ``reason`` is one of the module's reason constants."""
-
-    def __init__(
-        self,
-        reason: str,
-        message: str,
-        *,
-        status: int | None = None,
-        retryable: bool = False,
-        retry_after: float | None = None,
-    ) -> None:
-        super().__init__(f"{reason}: {message}")
-        self.reason = reason
-        self.message = message
-        self.status = status
-        self.retryable = retryable
-        self.retry_after = retry_after
-        """Seconds the server asked us to wait (``Retry-After``), when it said."""
+RerankError = UpstreamError
+"""A reranker failed (the shared LLM error; the name predates ``candor.chat``)."""
 
 
 class Reranker(Protocol):
@@ -280,54 +267,6 @@ def _check_coverage(result: RerankResult, candidates: Sequence[RerankInput]) -> 
 
 
 # --- shared plumbing ----------------------------------------------------------------------------
-
-
-def read_api_key(api_key: str = "", api_key_file: str = "", *, what: str = "reranker") -> str:
-    """The key from the mounted file when one is configured (it wins), else the inline value."""
-    return read_secret(api_key, api_key_file, what=f"{what} API key")
-
-
-def is_retryable_status(status: int) -> bool:
-    return status == 429 or (status >= 500 and status not in (501, 505))
-
-
-def status_error(status: int, detail: str, headers: Mapping[str, str], *, what: str) -> RerankError:
-    """The RerankError for a non-2xx HTTP answer."""
-    message = f"{what} answered HTTP {status}" + (f": {detail[:300]}" if detail else "")
-    if status == 429:
-        return RerankError(
-            RATE_LIMITED, message, status=status, retryable=True, retry_after=_retry_after(headers)
-        )
-    if is_retryable_status(status):
-        return RerankError(
-            UPSTREAM_UNAVAILABLE,
-            message,
-            status=status,
-            retryable=True,
-            retry_after=_retry_after(headers),
-        )
-    return RerankError(UPSTREAM_REJECTED, message, status=status)
-
-
-def transport_error(exc: httpx.HTTPError, *, what: str) -> RerankError:
-    if isinstance(exc, httpx.TimeoutException):
-        return RerankError(TIMEOUT, f"{what} timed out: {type(exc).__name__}")
-    # Connection refused/reset, protocol errors: a rerank is a read, safe to send again.
-    return RerankError(UPSTREAM_UNAVAILABLE, f"{what}: {type(exc).__name__}: {exc}", retryable=True)
-
-
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    lowered = {k.lower(): v for k, v in headers.items()}
-    for key, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = lowered.get(key, "").strip()
-        if value:
-            try:
-                seconds = float(value) * scale
-            except ValueError:
-                continue  # an HTTP date: our own backoff applies
-            if math.isfinite(seconds) and seconds >= 0:
-                return seconds
-    return None
 
 
 async def call_with_retries(
@@ -759,10 +698,6 @@ class LLMEvidenceReranker:
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         """``base_url`` ends before ``/chat/completions``, e.g. ``http://vllm:8000/v1``."""
-        if not base_url:
-            raise ValueError("LLM rerank: base_url is required")
-        if not model:
-            raise ValueError("LLM rerank: model is required")
         if max_output_tokens < 1 or max_chars_per_candidate < 1 or max_topics < 0:
             raise ValueError(
                 "LLM rerank: max_output_tokens and max_chars_per_candidate must be >= 1, "
@@ -770,33 +705,22 @@ class LLMEvidenceReranker:
             )
         if max_retries < 0 or backoff_seconds < 0:
             raise ValueError("max_retries and backoff_seconds must be >= 0")
-        key = read_api_key(api_key, api_key_file, what="LLM rerank")
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self._client = httpx.AsyncClient(
-            base_url=base_url.rstrip("/") + "/", headers=headers, transport=transport
-        )
+        self._chat = ChatClient(base_url, model, api_key, api_key_file, transport)
         self.model = model
         self._max_tokens, self._temperature = max_output_tokens, temperature
         self._max_chars, self._max_topics = max_chars_per_candidate, max_topics
         self._max_retries, self._backoff = max_retries, backoff_seconds
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await self._chat.aclose()
 
     def request_body(self, query: str, candidates: Sequence[RerankInput]) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "messages": evidence_messages(
-                query,
-                candidates,
-                max_chars_per_candidate=self._max_chars,
-                max_topics=self._max_topics,
-            ),
-            "response_format": {"type": "json_object"},
-            "temperature": self._temperature,
-            "max_tokens": self._max_tokens,
-            "stream": False,
-        }
+        messages = evidence_messages(
+            query, candidates, max_chars_per_candidate=self._max_chars, max_topics=self._max_topics
+        )
+        return self._chat.body(
+            messages, max_tokens=self._max_tokens, temperature=self._temperature, json_mode=True
+        )
 
     async def rerank(
         self, query: str, candidates: Sequence[RerankInput], timeout_seconds: float
@@ -808,7 +732,7 @@ class LLMEvidenceReranker:
 
         async def run(deadline: float) -> tuple[str, int]:
             return await call_with_retries(
-                lambda left: self._complete(body, left),
+                lambda left: self._chat.send(body, timeout_seconds=left),
                 deadline=deadline,
                 max_retries=self._max_retries,
                 backoff_seconds=self._backoff,
@@ -829,62 +753,6 @@ class LLMEvidenceReranker:
             for c, j in zip(candidates, judgments, strict=True)
         )
         return RerankResult(self.name, scores, time.perf_counter() - started, attempts=attempts)
-
-    async def _complete(self, body: dict[str, Any], left: float) -> str:
-        """One request; the assistant message's content."""
-        try:
-            response = await self._client.post("chat/completions", json=body, timeout=left)
-        except httpx.HTTPError as exc:
-            raise transport_error(exc, what="LLM endpoint") from exc
-        if response.status_code != 200:
-            raise status_error(
-                response.status_code, _error_detail(response), response.headers, what="LLM endpoint"
-            )
-        try:
-            data = response.json()
-        except ValueError as exc:
-            raise _malformed(f"LLM endpoint body is not JSON: {response.text[:120]!r}") from exc
-        return _completion_content(data)
-
-
-def _error_detail(response: httpx.Response) -> str:
-    try:
-        data = response.json()
-    except ValueError:
-        return response.text[:300]
-    if isinstance(data, dict):
-        error = data.get("error")
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return str(error["message"])
-        if isinstance(error, str):
-            return error
-    return response.text[:300]
-
-
-def _completion_content(data: object) -> str:
-    """The first choice's message content from a ``chat.completion`` body, checked."""
-    if not isinstance(data, dict):
-        raise _malformed("LLM endpoint body is not a JSON object")
-    if data.get("error"):
-        error = data["error"]
-        message = error.get("message", error) if isinstance(error, dict) else error
-        raise RerankError(UPSTREAM_REJECTED, f"LLM endpoint reported: {message}")
-    choices = data.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise _malformed("chat.completion without choices")
-    choice = choices[0]
-    message = choice.get("message")
-    if not isinstance(message, dict):
-        raise _malformed("chat.completion choice without a message")
-    refusal = message.get("refusal")
-    if isinstance(refusal, str) and refusal.strip():
-        raise RerankError(UPSTREAM_REJECTED, f"the model refused: {refusal[:200]}")
-    if choice.get("finish_reason") == "length":
-        raise _malformed("the model's JSON was cut off at max_tokens (raise max_output_tokens)")
-    content = message.get("content")
-    if not isinstance(content, str) or not content.strip():
-        raise _malformed("chat.completion message has no content")
-    return content
 
 
 # --- construction from settings -----------------------------------------------------------------

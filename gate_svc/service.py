@@ -41,10 +41,11 @@ from gate_svc.policy import (
     policy_thresholds,
 )
 from gate_svc.policy_store import Loaded, PolicyStore
-from gate_svc.refusal import detect_language, refusal_message
+from gate_svc.refusal import detect_language, localized_refusal, refusal_message
 from gate_svc.rerank import build_reranker
 from gate_svc.rerank_view import RerankView
 from gate_svc.signals import CandidateView
+from gate_svc.translation import build_translator
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["GateService"].full_name
 log = logging.getLogger("candor.gate")
@@ -130,6 +131,13 @@ class GateMetrics:
             ["role", "policy_version"],
             registry=r,
         )
+        self.refusal_translations = Counter(
+            "candor_gate_refusal_translations_total",
+            "Refusals in a language the message table lacks, by outcome "
+            "(translated, cached, failed = English sent).",
+            ["outcome"],
+            registry=r,
+        )
 
 
 def candidate_view(c: retrieval_pb2.Candidate) -> CandidateView:
@@ -161,6 +169,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
         self._policies = policies
         try:
             self._reranker = build_reranker(settings.gate.reranker)
+            self._translator = build_translator(settings.gate.translation)
         except ValueError as exc:
             raise SettingsError(str(exc)) from exc
         self._signer, self._auth, self._m = signer, auth, metrics
@@ -183,6 +192,8 @@ class GateServicer(pb_grpc.GateServiceServicer):
     async def close(self) -> None:
         if self._reranker is not None:
             await self._reranker.aclose()
+        if self._translator is not None:
+            await self._translator.aclose()
         await self._retrieval_channel.close()
         await self._generator_channel.close()
 
@@ -228,7 +239,8 @@ class GateServicer(pb_grpc.GateServiceServicer):
                 decision = arms_unavailable(
                     policy, f"retrieval: {exc.code().name}: {exc.details()}"
                 )
-                return self._finish(decision, tenant, query, language, [], True, policy)
+                out = self._finish(decision, tenant, query, language, [], True, policy)
+                return await self._translate_refusal(out, query, language, policy, context)
             await abort_info(
                 context, exc.code(), "RETRIEVAL_" + exc.code().name, exc.details() or ""
             )
@@ -245,6 +257,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
         decision = decide(candidates, policy, query, down, rerank)
         self._m.decide_seconds.observe(time.perf_counter() - t0)
         out = self._finish(decision, tenant, query, language, arms, degraded, policy)
+        out = await self._translate_refusal(out, query, language, policy, context)
         shadow = self._policies.shadow
         if shadow is not None:
             s = decide(candidates, shadow.config.for_tenant(tenant), query, down, rerank)
@@ -297,6 +310,34 @@ class GateServicer(pb_grpc.GateServiceServicer):
             error=result.error,
             backend=result.backend,
         )
+
+    async def _translate_refusal(
+        self,
+        out: pb.Decision,
+        query: str,
+        language: str,
+        policy: PolicyConfig,
+        context: grpc.aio.ServicerContext,
+    ) -> pb.Decision:
+        """A refusal in a language the table lacks, translated when a translator is set."""
+        if self._translator is None or out.outcome == pb.OUTCOME_PASS:
+            return out
+        try:
+            budget = downstream_timeout(context, self._s.translation.timeout_seconds)
+        except DeadlineExhausted:
+            budget = 0.0
+        refusal = await localized_refusal(
+            query,
+            language,
+            policy.refusal_messages,
+            policy.default_language,
+            self._translator,
+            budget,
+        )
+        out.refusal_message, out.refusal_language = refusal.message, refusal.language
+        if refusal.translation:
+            self._m.refusal_translations.labels(refusal.translation).inc()
+        return out
 
     def _finish(
         self,

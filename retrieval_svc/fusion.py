@@ -41,16 +41,40 @@ class FusedCandidate:
 def collapse_by_parent(hits: Sequence[Hit]) -> list[RankedHit]:
     """Keep each parent's best chunk, so paraphrases of one source vote once per arm.
 
-    ``hits`` must be best-first, as every store returns them.
+    ``hits`` must be best-first, as every store returns them. A parent ranks (and scores)
+    where its best hit does; when that hit is a hypothetical question, the parent's best
+    *document* chunk among ``hits`` stands in for it, because a question is never evidence.
+    A parent reached only through questions keeps a question chunk: see ``needs_passage``.
     """
+    passage: dict[str, Chunk] = {}
+    for hit in hits:
+        if not hit.chunk.is_question:
+            passage.setdefault(hit.chunk.parent_id, hit.chunk)
     seen: set[str] = set()
     out: list[RankedHit] = []
     for hit in hits:
-        if hit.chunk.parent_id in seen:
+        parent = hit.chunk.parent_id
+        if parent in seen:
             continue
-        seen.add(hit.chunk.parent_id)
-        out.append(RankedHit(hit.chunk, hit.score, len(out) + 1))
+        seen.add(parent)
+        out.append(RankedHit(passage.get(parent, hit.chunk), hit.score, len(out) + 1))
     return out
+
+
+def needs_passage(candidates: Sequence[FusedCandidate]) -> list[FusedCandidate]:
+    """Candidates still represented by a question: neither arm returned a passage chunk."""
+    return [c for c in candidates if c.chunk.is_question]
+
+
+def drop_and_rerank(
+    candidates: Sequence[FusedCandidate], dropped: Sequence[FusedCandidate]
+) -> list[FusedCandidate]:
+    """``candidates`` without ``dropped``, fused ranks renumbered from 1."""
+    gone = {id(c) for c in dropped}
+    kept = [c for c in candidates if id(c) not in gone]
+    for i, c in enumerate(kept, start=1):
+        c.fused_rank = i
+    return kept
 
 
 def _merge(dense: Sequence[RankedHit], keyword: Sequence[RankedHit]) -> dict[str, FusedCandidate]:
@@ -63,6 +87,8 @@ def _merge(dense: Sequence[RankedHit], keyword: Sequence[RankedHit]) -> dict[str
             by_parent[h.chunk.parent_id] = FusedCandidate(h.chunk, keyword=h)
         else:
             cand.keyword = h
+            if cand.chunk.is_question and not h.chunk.is_question:
+                cand.chunk = h.chunk  # the keyword arm found the passage the question points at
     return by_parent
 
 

@@ -73,6 +73,36 @@ def _windows(costs: Sequence[int], size: int, overlap: int) -> list[tuple[int, i
         start = back
 
 
+@dataclass(frozen=True)
+class Passage:
+    """A parent passage: a section of a document (or a whole curated answer)."""
+
+    parent_id: str
+    heading: str
+    text: str
+    """The section body, without its heading."""
+
+
+def parent_id(document_id: str, n: int) -> str:
+    return f"{document_id}#p{n}"
+
+
+def child_id(parent: str, n: int) -> str:
+    """The id of a passage's ``n``-th window; every passage has a window 0."""
+    return f"{parent}c{n}"
+
+
+def passages(doc: SourceDocument) -> list[Passage]:
+    """The document's parent passages, in order; their ids are the chunks' parent ids."""
+    if doc.question:
+        # A curated answer is one passage: the question and its answer stay together.
+        return [Passage(parent_id(doc.document_id, 0), "", f"{doc.question}\n{doc.text}".strip())]
+    return [
+        Passage(parent_id(doc.document_id, p), heading, body)
+        for p, (heading, body) in enumerate(sections(doc.text))
+    ]
+
+
 def chunk_document(
     doc: SourceDocument,
     chunk_tokens: int,
@@ -86,11 +116,11 @@ def chunk_document(
     """
     gen = generation_of(doc)
 
-    def make(parent: int, child: int, text: str) -> Chunk:
+    def make(passage: Passage, child: int, text: str) -> Chunk:
         return Chunk(
             tenant=doc.tenant,
-            chunk_id=f"{doc.document_id}#p{parent}c{child}",
-            parent_id=f"{doc.document_id}#p{parent}",
+            chunk_id=child_id(passage.parent_id, child),
+            parent_id=passage.parent_id,
             document_id=doc.document_id,
             title=doc.title,
             text=text,
@@ -100,15 +130,16 @@ def chunk_document(
         )
 
     if doc.question:
-        # A curated answer is one passage: the question and its answer stay together.
-        return [make(0, 0, f"{doc.question}\n{doc.text}".strip())]
+        return [make(passage, 0, passage.text) for passage in passages(doc)]
     chunks: list[Chunk] = []
-    for p, (heading, body) in enumerate(sections(doc.text)):
+    for passage in passages(doc):
         # Words keep their trailing whitespace so lists and line breaks survive chunking.
-        words = re.findall(r"\S+\s*", body)
-        for c, (lo, hi) in enumerate(_windows(count(words), chunk_tokens, overlap_tokens)):
-            text = "".join(words[lo:hi]).strip()
-            chunks.append(make(p, c, f"{heading}\n\n{text}" if heading else text))
+        tokens = re.findall(r"\S+\s*", passage.text)
+        costs = count([t.strip() for t in tokens])
+        for c, (start, end) in enumerate(_windows(costs, chunk_tokens, overlap_tokens)):
+            text = "".join(tokens[start:end]).strip()
+            heading = passage.heading
+            chunks.append(make(passage, c, f"{heading}\n\n{text}" if heading else text))
     return chunks
 
 

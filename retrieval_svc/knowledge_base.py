@@ -6,7 +6,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +18,8 @@ from retrieval_svc import fusion
 from retrieval_svc.embed.base import Embedder
 from retrieval_svc.embed.batcher import QueryBatcher
 from retrieval_svc.fusion import RRF_K
-from retrieval_svc.ingest import SourceDocument, chunk_document, embedding_text
+from retrieval_svc.hypothetical import with_questions
+from retrieval_svc.ingest import SourceDocument, child_id, chunk_document, embedding_text
 from retrieval_svc.stores.base import Chunk, DenseStore, Hit, KeywordStore
 
 log = logging.getLogger("candor.retrieval")
@@ -57,6 +58,13 @@ class DocumentWrite:
     """written, deleted, not_found or failed."""
     chunks: int = 0
     error: str = ""
+    question_chunks: int = 0
+    """Hypothetical-question chunks among ``chunks``."""
+
+
+def _written(doc: SourceDocument, chunks: Sequence[Chunk]) -> DocumentWrite:
+    questions = sum(c.is_question for c in chunks)
+    return DocumentWrite(doc.document_id, "written", len(chunks), question_chunks=questions)
 
 
 @dataclass(frozen=True)
@@ -110,14 +118,14 @@ class KnowledgeBase:
         embedder: Embedder,
         dense: DenseStore,
         keyword: KeywordStore,
-        chunk_words: int = 60,
-        overlap_words: int = 15,
+        chunk_tokens: int = 80,
+        overlap_tokens: int = 20,
         batch_size: int = 32,
         query_embedder: Embedder | None = None,
     ) -> None:
         self.embedder = embedder
         self._dense, self._keyword = dense, keyword
-        self._chunk_words, self._overlap = chunk_words, overlap_words
+        self._chunk_tokens, self._overlap = chunk_tokens, overlap_tokens
         self._batch = batch_size
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="arm")
         # Some embedders (Cohere) embed queries differently from documents.
@@ -128,17 +136,20 @@ class KnowledgeBase:
         self,
         documents: Sequence[SourceDocument],
         progress: Callable[[int, int], None] | None = None,
+        questions: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
     ) -> list[DocumentWrite]:
         """Write documents to both stores; a failure is reported per document.
 
         The whole call is written as one batch (one embedding pass, one keyword commit, one
         dense flush). If the batch fails, each document is retried alone so one bad document
-        cannot fail the others.
+        cannot fail the others. ``questions`` (document id -> parent id -> questions) adds
+        hypothetical-question chunks, written and published with their document.
         """
         planned: list[tuple[SourceDocument, list[Chunk]]] = []
         empty: dict[str, DocumentWrite] = {}
         for doc in documents:
-            chunks = chunk_document(doc, self._chunk_words, self._overlap)
+            chunks = chunk_document(doc, self._chunk_tokens, self._overlap)
+            chunks = with_questions(chunks, (questions or {}).get(doc.document_id, {}))
             if chunks:
                 planned.append((doc, chunks))
             else:
@@ -148,9 +159,7 @@ class KnowledgeBase:
         written: dict[str, DocumentWrite] = {}
         try:
             self._write(planned, progress)
-            written = {
-                d.document_id: DocumentWrite(d.document_id, "written", len(cs)) for d, cs in planned
-            }
+            written = {d.document_id: _written(d, cs) for d, cs in planned}
         except Exception:
             log.exception("batch upsert failed; writing documents one at a time")
             for doc, chunks in planned:
@@ -201,7 +210,7 @@ class KnowledgeBase:
         except Exception as exc:
             log.exception("upsert failed", extra={"document_id": doc.document_id})
             return DocumentWrite(doc.document_id, "failed", 0, f"{type(exc).__name__}: {exc}")
-        return DocumentWrite(doc.document_id, "written", len(chunks))
+        return _written(doc, chunks)
 
     def delete(self, tenant: str, document_ids: Sequence[str]) -> list[DocumentWrite]:
         results = []
@@ -288,7 +297,41 @@ class KnowledgeBase:
             fused = fusion.rrf(
                 dense_ranked, keyword_ranked, p.top_k, p.rrf_k, p.dense_weight, p.keyword_weight
             )
+        fused = await self._passages_for_questions(p.tenant, fused, arm_timeout)
         return RetrievalResult(fused, [dense_out, keyword_out])
+
+    async def _passages_for_questions(
+        self, tenant: str, fused: list[fusion.FusedCandidate], budget: float
+    ) -> list[fusion.FusedCandidate]:
+        """Swap in a passage chunk for each candidate only a hypothetical question found.
+
+        The parent passage's own text is not stored anywhere, so its first window stands in
+        (it opens the passage and carries its heading). Where that cannot be read the candidate
+        is dropped: a question must never reach the gate as evidence.
+        """
+        pending = fusion.needs_passage(fused)
+        if not pending:
+            return fused
+        ids = [child_id(c.chunk.parent_id, 0) for c in pending]
+        loop = asyncio.get_running_loop()
+        try:
+            found = await asyncio.wait_for(
+                loop.run_in_executor(self._pool, self._keyword.get, tenant, ids), budget
+            )
+        except Exception as exc:
+            log.warning("cannot read passages for question hits", extra={"error": repr(exc)})
+            found = []
+        by_id = {c.chunk_id: c for c in found if not c.is_question}
+        dropped = []
+        for cand, chunk_id in zip(pending, ids, strict=True):
+            passage = by_id.get(chunk_id)
+            if passage is None:
+                dropped.append(cand)
+            else:
+                cand.chunk = passage
+        if dropped:
+            log.warning("dropped question hits without a passage", extra={"count": len(dropped)})
+        return fusion.drop_and_rerank(fused, dropped)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -22,12 +22,28 @@ from candor.runtime.server import ServiceSpec
 from candor.runtime.validation import check_query, check_tenant
 from candor.settings import Settings
 from retrieval_svc.embed.factory import open_embedders
+from retrieval_svc.hypothetical import (
+    DocumentQuestions,
+    QuestionGenerator,
+    build_question_generator,
+    questions_for_documents,
+)
 from retrieval_svc.ingest import SourceDocument
 from retrieval_svc.knowledge_base import (
     DENSE,
     KnowledgeBase,
     RetrieveParams,
     check_collection,
+)
+from retrieval_svc.rewrite import (
+    FALLBACK_ERROR,
+    FALLBACK_REJECTED,
+    FALLBACK_TIMEOUT,
+    REWRITTEN,
+    QueryRewriter,
+    Rewrite,
+    build_rewriter,
+    rewrite_query,
 )
 from retrieval_svc.stores.edge import EdgeDenseStore
 from retrieval_svc.stores.factory import open_dense, open_keyword
@@ -52,7 +68,16 @@ _OUTCOMES = {
     "not_found": pb.DOCUMENT_OUTCOME_NOT_FOUND,
     "failed": pb.DOCUMENT_OUTCOME_FAILED,
 }
+_REWRITES = {
+    REWRITTEN: pb.QUERY_REWRITE_REWRITTEN,
+    FALLBACK_TIMEOUT: pb.QUERY_REWRITE_FALLBACK_TIMEOUT,
+    FALLBACK_ERROR: pb.QUERY_REWRITE_FALLBACK_ERROR,
+    FALLBACK_REJECTED: pb.QUERY_REWRITE_FALLBACK_REJECTED,
+}
 MAX_POOL = 200
+REWRITE_DEADLINE_SHARE = 0.5
+"""The rewrite may use at most this share of what the caller's deadline leaves: the search
+that follows needs the rest."""
 
 
 class RetrievalMetrics:
@@ -104,6 +129,30 @@ class RetrievalMetrics:
             ["arm"],
             registry=metrics.registry,
         )
+        self.rewrites = Counter(
+            "candor_retrieval_rewrite_total",
+            "Query rewrites by outcome (rewritten, or why the raw query was searched).",
+            ["outcome"],
+            registry=metrics.registry,
+        )
+        self.rewrite_seconds = Histogram(
+            "candor_retrieval_rewrite_seconds",
+            "Time spent on the query rewrite, fallbacks included.",
+            buckets=LATENCY_BUCKETS,
+            registry=metrics.registry,
+        )
+        self.question_passages = Counter(
+            "candor_retrieval_hypothetical_passages_total",
+            "Passages sent for hypothetical questions, by outcome (generated or failed).",
+            ["outcome"],
+            registry=metrics.registry,
+        )
+        self.question_seconds = Histogram(
+            "candor_retrieval_hypothetical_seconds",
+            "Time to generate one passage's hypothetical questions.",
+            buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60),
+            registry=metrics.registry,
+        )
 
 
 def _duration(seconds: float) -> Duration:
@@ -112,13 +161,61 @@ def _duration(seconds: float) -> Duration:
     return d
 
 
+def _budget(context: grpc.aio.ServicerContext, cap: float, share: float = 1.0) -> float:
+    """``cap``, or ``share`` of what the caller's deadline leaves if less; 0 when none is left."""
+    remaining = context.time_remaining()
+    if remaining is not None:
+        cap = min(cap, remaining * share)
+    try:
+        return downstream_timeout(context, cap)
+    except DeadlineExhausted:
+        return 0.0
+
+
 class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
     def __init__(
-        self, kb: KnowledgeBase, settings: Settings, auth: Authenticator, metrics: RetrievalMetrics
+        self,
+        kb: KnowledgeBase,
+        settings: Settings,
+        auth: Authenticator,
+        metrics: RetrievalMetrics,
+        rewriter: QueryRewriter | None = None,
+        question_generator: QuestionGenerator | None = None,
     ) -> None:
         self._kb, self._s, self._auth, self._m = kb, settings.retrieval, auth, metrics
+        self._rewriter, self._questions = rewriter, question_generator
         # One writer at a time keeps the two stores' commits in the same order.
         self._write_lock = asyncio.Lock()
+
+    async def close(self) -> None:
+        for client in (self._rewriter, self._questions):
+            if client is not None:
+                await client.aclose()
+
+    async def _rewrite(self, query: str, context: grpc.aio.ServicerContext) -> Rewrite | None:
+        if self._rewriter is None:
+            return None
+        budget = _budget(context, self._s.rewrite.timeout_seconds, REWRITE_DEADLINE_SHARE)
+        rewrite = await rewrite_query(self._rewriter, query, budget)
+        self._m.rewrites.labels(rewrite.outcome).inc()
+        self._m.rewrite_seconds.observe(rewrite.latency_seconds)
+        return rewrite
+
+    async def _hypothetical(
+        self, docs: list[SourceDocument], context: grpc.aio.ServicerContext
+    ) -> DocumentQuestions | None:
+        if self._questions is None:
+            return None
+        report = await questions_for_documents(
+            self._questions,
+            docs,
+            timeout_seconds=lambda: _budget(context, self._s.hypothetical.timeout_seconds),
+            concurrency=self._s.hypothetical.concurrency,
+        )
+        for passage in report.passages:
+            self._m.question_passages.labels("failed" if passage.error else "generated").inc()
+            self._m.question_seconds.observe(passage.latency_seconds)
+        return report
 
     async def Retrieve(
         self, request: pb.RetrieveRequest, context: grpc.aio.ServicerContext
@@ -135,10 +232,11 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         if v:
             await abort_invalid(context, v)
         await self._auth.authorize(context, request.tenant)
+        rewrite = await self._rewrite(request.query, context)
         weighted = request.fusion == pb.FUSION_METHOD_WEIGHTED_SCORE
         params = RetrieveParams(
             tenant=request.tenant,
-            query=request.query,
+            query=rewrite.query if rewrite else request.query,
             mode=_MODES.get(request.mode, "hybrid"),
             candidate_pool=request.candidate_pool or self._s.candidate_pool,
             top_k=request.top_k or self._s.top_k,
@@ -204,6 +302,8 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             degraded=result.degraded,
             embedder=self._kb.embedder.name,
             fusion=pb.FUSION_METHOD_WEIGHTED_SCORE if weighted else pb.FUSION_METHOD_RRF,
+            rewritten_query=rewrite.rewritten if rewrite else "",
+            query_rewrite=_REWRITES[rewrite.outcome] if rewrite else pb.QUERY_REWRITE_DISABLED,
         )
 
     async def UpsertDocuments(
@@ -228,8 +328,17 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
                 v.add(f"documents[{i}].text", f"at most {self._s.max_document_chars} characters")
             if d.source_kind == evidence_pb2.SOURCE_KIND_CURATED_ANSWER and not d.question.strip():
                 v.add(f"documents[{i}].question", "required for a curated answer")
-        if request.hypothetical_questions:
-            v.add("hypothetical_questions", "not available: no LLM is configured for ingestion")
+            if d.source_kind == evidence_pb2.SOURCE_KIND_HYPOTHETICAL_QUESTION:
+                v.add(
+                    f"documents[{i}].source_kind",
+                    "hypothetical questions are generated by the service, not sent",
+                )
+        if request.hypothetical_questions and self._questions is None:
+            v.add(
+                "hypothetical_questions",
+                "not available: the question generator is not configured "
+                "(retrieval.hypothetical.backend is none)",
+            )
         if v:
             await abort_invalid(context, v)
         await self._auth.authorize(context, request.tenant)
@@ -246,8 +355,11 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             for d in request.documents
         ]
         start = time.perf_counter()
+        # Before the write lock: the LLM calls can take seconds and need no lock.
+        report = await self._hypothetical(docs, context) if request.hypothetical_questions else None
+        questions = report.questions if report else None
         async with self._write_lock:
-            results = await asyncio.to_thread(self._kb.upsert, docs)
+            results = await asyncio.to_thread(self._kb.upsert, docs, None, questions)
             sizes = await asyncio.to_thread(self._kb.sizes)
         self._m.ingest_seconds.observe(time.perf_counter() - start)
         for arm, n in sizes.items():
@@ -262,6 +374,8 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
                     outcome=_OUTCOMES[r.outcome],
                     chunks=r.chunks,
                     error=r.error,
+                    question_chunks=r.question_chunks,
+                    question_error=report.errors.get(r.document_id, "") if report else "",
                 )
                 for r in results
             ]
@@ -316,17 +430,23 @@ def build_retrieval(settings: Settings) -> ServiceSpec:
         embedder,
         dense,
         open_keyword(settings.retrieval),
-        settings.retrieval.chunk_words,
-        settings.retrieval.chunk_overlap_words,
+        settings.retrieval.chunk_tokens,
+        settings.retrieval.chunk_overlap_tokens,
         settings.retrieval.embed_batch_size,
         query_embedder=query_embedder,
     )
     metrics = ServiceMetrics()
     servicer = RetrievalServicer(
-        kb, settings, Authenticator(settings.auth, SERVICE_NAME), RetrievalMetrics(metrics)
+        kb,
+        settings,
+        Authenticator(settings.auth, SERVICE_NAME),
+        RetrievalMetrics(metrics),
+        rewriter=build_rewriter(settings.retrieval.rewrite),
+        question_generator=build_question_generator(settings.retrieval.hypothetical),
     )
 
     async def on_stop() -> None:
+        await servicer.close()
         await asyncio.to_thread(kb.close)
 
     return ServiceSpec(

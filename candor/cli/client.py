@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,8 +77,19 @@ def ingest(
     batch: int = 16,
     progress: Callable[[int, int], None] | None = None,
 ) -> IngestReport:
+    return upsert(channel, list(read_documents(path)), tenant, api_key, batch, progress)
+
+
+def upsert(
+    channel: grpc.Channel,
+    docs: Sequence[retrieval_pb2.Document],
+    tenant: str,
+    api_key: str | None,
+    batch: int = 16,
+    progress: Callable[[int, int], None] | None = None,
+) -> IngestReport:
+    """UpsertDocuments in batches; failed documents are counted and printed, not raised."""
     stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
-    docs = list(read_documents(path))
     report = IngestReport()
     for start in range(0, len(docs), batch):
         reply = stub.UpsertDocuments(

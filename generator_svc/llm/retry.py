@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
+from candor.chat import is_retryable_status
+from candor.chat import retry_after as parse_retry_after
 from generator_svc.llm.base import BackendError
 
 T = TypeVar("T")
@@ -52,10 +54,6 @@ class RetryableError(BackendError):
         self.retry_after = retry_after
 
 
-def is_retryable_status(status: int) -> bool:
-    return status == 429 or (status >= 500 and status not in (501, 505))
-
-
 def status_error(status: int, detail: str, headers: Mapping[str, str]) -> BackendError:
     """The BackendError for a non-2xx answer to the request that opens a stream."""
     message = f"LLM endpoint answered HTTP {status}" + (f": {detail[:300]}" if detail else "")
@@ -65,20 +63,6 @@ def status_error(status: int, detail: str, headers: Mapping[str, str]) -> Backen
             reason, message, status=status, retry_after=parse_retry_after(headers)
         )
     return BackendError("UPSTREAM_REJECTED", message, status=status)
-
-
-def parse_retry_after(headers: Mapping[str, str]) -> float | None:
-    """``Retry-After`` in seconds (the HTTP-date form is ignored: backoff applies then)."""
-    lowered = {k.lower(): v for k, v in headers.items()}
-    if "retry-after-ms" in lowered:
-        try:
-            return float(lowered["retry-after-ms"]) / 1000
-        except ValueError:
-            pass
-    try:
-        return float(lowered["retry-after"])
-    except (KeyError, ValueError):
-        return None
 
 
 async def open_with_retries(

@@ -9,6 +9,10 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from candor.common.v1 import evidence_pb2
+
+HYPOTHETICAL_QUESTION = int(evidence_pb2.SOURCE_KIND_HYPOTHETICAL_QUESTION)
+
 
 @dataclass(frozen=True)
 class Chunk:
@@ -24,6 +28,11 @@ class Chunk:
     uri: str
     generation: str
     """Content hash of the document version this chunk belongs to."""
+
+    @property
+    def is_question(self) -> bool:
+        """An LLM-written question: it finds its passage but is never evidence itself."""
+        return self.source_kind == HYPOTHETICAL_QUESTION
 
 
 @dataclass(frozen=True)
@@ -89,6 +98,10 @@ class KeywordStore(Protocol):
         ...
 
     def delete(self, tenant: str, document_id: str) -> int: ...
+
+    def get(self, tenant: str, chunk_ids: Sequence[str]) -> list[Chunk]:
+        """The ``tenant``'s chunks among ``chunk_ids`` (any order; unknown ids are skipped)."""
+        ...
 
     def search(self, tenant: str, query: str, limit: int) -> list[Hit]:
         """Best-first hits of ``tenant`` only; score is BM25; the tenant filter adds no score."""

@@ -124,6 +124,20 @@ def _chunk_source(c: Chunk) -> dict[str, Any]:
     }
 
 
+def _chunk(s: Mapping[str, Any]) -> Chunk:
+    return Chunk(
+        tenant=s["tenant"],
+        chunk_id=s["chunk_id"],
+        parent_id=s["parent_id"],
+        document_id=s["document_id"],
+        title=s.get("title") or "",
+        text=s["text"],
+        source_kind=int(s["source_kind"]),
+        uri=s.get("uri") or "",
+        generation=s["generation"],
+    )
+
+
 def _document_filter(tenant: str, document_id: str) -> list[dict[str, Any]]:
     return [{"term": {"tenant": tenant}}, {"term": {"document_id": document_id}}]
 
@@ -284,24 +298,27 @@ class OpenSearchKeywordStore:
         response = cast(dict[str, Any], self._client.search(index=self._index, body=body))
         hits: list[Hit] = []
         for h in response["hits"]["hits"]:
-            s = h["_source"]
-            hits.append(
-                Hit(
-                    Chunk(
-                        tenant=s["tenant"],
-                        chunk_id=s["chunk_id"],
-                        parent_id=s["parent_id"],
-                        document_id=s["document_id"],
-                        title=s.get("title") or "",
-                        text=s["text"],
-                        source_kind=int(s["source_kind"]),
-                        uri=s.get("uri") or "",
-                        generation=s["generation"],
-                    ),
-                    float(h["_score"]),
-                )
-            )
+            hits.append(Hit(_chunk(h["_source"]), float(h["_score"])))
         return hits
+
+    def get(self, tenant: str, chunk_ids: Sequence[str]) -> list[Chunk]:
+        ids = sorted(set(chunk_ids))
+        if not ids:
+            return []
+        response = cast(
+            dict[str, Any],
+            self._client.mget(
+                index=self._index,
+                body={"ids": [chunk_doc_id(tenant, i) for i in ids]},
+                _source_includes=",".join(_SOURCE_FIELDS),
+            ),
+        )
+        # The _id already hashes the tenant; the check keeps isolation explicit.
+        return [
+            _chunk(d["_source"])
+            for d in response["docs"]
+            if d.get("found") and d["_source"]["tenant"] == tenant
+        ]
 
     def inventory(self) -> list[StoredChunk]:
         return [

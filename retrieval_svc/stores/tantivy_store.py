@@ -42,6 +42,20 @@ def _document(c: Chunk) -> tantivy.Document:
     )
 
 
+def _chunk(d: tantivy.Document) -> Chunk:
+    return Chunk(
+        tenant=d["tenant"][0],
+        chunk_id=d["chunk_id"][0],
+        parent_id=d["parent_id"][0],
+        document_id=d["document_id"][0],
+        title=(d["title"] or [""])[0],
+        text=d["text"][0],
+        source_kind=int(d["source_kind"][0]),
+        uri=(d["uri"] or [""])[0],
+        generation=d["generation"][0],
+    )
+
+
 def _doc_key(tenant: str, document_id: str) -> str:
     return f"{tenant}\x00{document_id}"
 
@@ -98,24 +112,29 @@ class TantivyKeywordStore:
         searcher = self._index.searcher()
         hits: list[Hit] = []
         for score, address in searcher.search(combined, limit).hits:
-            d = searcher.doc(address)
-            hits.append(
-                Hit(
-                    Chunk(
-                        tenant=d["tenant"][0],
-                        chunk_id=d["chunk_id"][0],
-                        parent_id=d["parent_id"][0],
-                        document_id=d["document_id"][0],
-                        title=(d["title"] or [""])[0],
-                        text=d["text"][0],
-                        source_kind=int(d["source_kind"][0]),
-                        uri=(d["uri"] or [""])[0],
-                        generation=d["generation"][0],
-                    ),
-                    float(score),
-                )
-            )
+            hits.append(Hit(_chunk(searcher.doc(address)), float(score)))
         return hits
+
+    def get(self, tenant: str, chunk_ids: Sequence[str]) -> list[Chunk]:
+        ids = sorted(set(chunk_ids))
+        if not ids:
+            return []
+        wanted = tantivy.Query.boolean_query(
+            [
+                (tantivy.Occur.Should, tantivy.Query.term_query(self._schema, "chunk_id", i))
+                for i in ids
+            ]
+        )
+        query = tantivy.Query.boolean_query(
+            [
+                (tantivy.Occur.Must, tantivy.Query.term_query(self._schema, "tenant", tenant)),
+                (tantivy.Occur.Must, wanted),
+            ]
+        )
+        searcher = self._index.searcher()
+        return [
+            _chunk(searcher.doc(address)) for _, address in searcher.search(query, len(ids)).hits
+        ]
 
     def count(self) -> int:
         self._index.reload()

@@ -233,3 +233,14 @@ def test_threshold_sweep() -> None:
     assert default[0].wrong_evidence is None
     assert m.threshold_sweep([], []) == []
     assert len(m.threshold_sweep([0.5, 0.5], [T, F])) == 1
+
+
+def test_answer_accuracy_counts_passed_negatives_as_wrong_and_skips_unjudged() -> None:
+    from evals.metrics import answer_accuracy
+
+    passed = [True, True, True, True, False]
+    answerable = [True, True, False, True, True]
+    correct: list[bool | None] = [True, False, None, None, True]
+    # judged answered: q0 right, q1 wrong, q2 (negative) wrong; q3 unjudged; q4 refused
+    assert answer_accuracy(passed, answerable, correct) == pytest.approx(1 / 3)
+    assert answer_accuracy([False] * 5, answerable, correct) is None

@@ -184,3 +184,24 @@ def test_verify_finds_and_repair_fixes_drift_between_the_real_stores(kb: Knowled
     assert find_drift(kb._dense.inventory(), kb._keyword.inventory()) == []
     top = _retrieve(kb, "new theory of tides", mode="dense").candidates[0]
     assert "new theory" in top.chunk.text
+
+
+def test_question_hits_resolve_to_passage_text_or_are_dropped(kb: KnowledgeBase) -> None:
+    questions = {"tides": {"tides#p0": ["What makes seawater bulge toward the orb?"]}}
+    [written] = kb.upsert(
+        [SourceDocument("t1", "tides", "Tides", DOCS["tides"][1], 1)], None, questions
+    )
+    assert (written.chunks, written.question_chunks) == (2, 1)
+    [hit] = _retrieve(kb, "seawater bulge orb", mode="keyword").candidates
+    assert hit.chunk.chunk_id == "tides#p0c0" and "Moon's gravity" in hit.chunk.text
+    assert not hit.chunk.is_question and hit.fused_rank == 1
+
+    def broken(tenant: str, chunk_ids: object) -> list[object]:
+        raise ConnectionError("keyword store down")
+
+    kb._keyword.get = broken  # type: ignore[method-assign]
+    # Without a readable passage the candidate goes: a question is never evidence.
+    assert _retrieve(kb, "seawater bulge orb", mode="keyword").candidates == []
+    # A candidate whose passage the arms returned needs no lookup.
+    top = _retrieve(kb, "Why are there two high tides? Moon gravity oceans").candidates[0]
+    assert top.chunk.chunk_id == "tides#p0c0"

@@ -164,6 +164,20 @@ def test_replace_is_idempotent(keyword_store: KeywordStore) -> None:
     assert len(keyword_store.search("t", "parcel", limit=10)) == 3
 
 
+def test_get_returns_the_tenants_chunks_by_id(keyword_store: KeywordStore) -> None:
+    mine = [chunk("t", "doc", i, text=f"parcel {i}", title="Parcels") for i in range(3)]
+    keyword_store.replace("t", "doc", mine)
+    keyword_store.replace("u", "doc", [chunk("u", "doc", 0, text="someone else's parcel")])
+
+    got = keyword_store.get("t", ["doc#p0c2", "doc#p0c0", "doc#p0c9", "doc#p0c0"])
+
+    assert sorted(got, key=lambda c: c.chunk_id) == [mine[0], mine[2]]
+    assert keyword_store.get("t", []) == []
+    assert keyword_store.get("nobody", ["doc#p0c0"]) == []
+    (other,) = keyword_store.get("u", ["doc#p0c0"])
+    assert other.tenant == "u" and "someone else" in other.text
+
+
 def test_delete_returns_the_count_and_removes(keyword_store: KeywordStore) -> None:
     keyword_store.replace("t", "doc", [chunk("t", "doc", i, text="parcel") for i in range(3)])
     _write(keyword_store, "t", {"keep": "parcel"})

@@ -26,7 +26,7 @@ from gate_svc.policy import (
     load_policy,
     parse_policy,
 )
-from gate_svc.signals import CandidateView, compute_signals, distance_confidence
+from gate_svc.signals import SIGNAL_NAMES, CandidateView, compute_signals, distance_confidence
 
 CURATED, ARTICLE = 2, 1
 CONFIG = PolicyConfig(version="test-1")
@@ -329,9 +329,12 @@ def test_packaged_default_policy_loads() -> None:
     raw = yaml.safe_load(text)
     p = load_policy(None)
     assert p.version == raw["version"] and p.version
-    assert p.policy == "seed000"
-    assert p.seed000 == Seed000Config(0.65, 25.0, 40.0)
-    assert p.tiers == TierBounds(0.75, 0.45)
+    # The shipped default is written by `candor calibrate` (docs/evaluation.md).
+    assert p.policy == "calibrated"
+    assert "split=train" in raw["calibrated"]["fitted_on"]
+    assert set(raw["calibrated"]["coefficients"]) <= SIGNAL_NAMES
+    assert 0.0 < p.tiers.uncertain <= p.tiers.confident < 1.0
+    assert p.seed000 == Seed000Config(0.65, 25.0, 40.0)  # the seed rules keep their defaults
     assert p.sha256 == hashlib.sha256(text.encode()).hexdigest()
     assert p.refusal_messages["en"]
 

@@ -28,7 +28,7 @@ def test_defaults() -> None:
     assert s.retrieval.candidate_pool == 30
     assert s.retrieval.rrf_k == 60
     assert (s.retrieval.dense_weight, s.retrieval.keyword_weight) == (0.7, 0.3)
-    assert (s.retrieval.chunk_words, s.retrieval.chunk_overlap_words) == (60, 15)
+    assert (s.retrieval.chunk_tokens, s.retrieval.chunk_overlap_tokens) == (80, 20)
     assert (s.retrieval.server.port, s.retrieval.server.metrics_port) == (50051, 9101)
     assert (s.gate.server.port, s.gate.server.metrics_port) == (50052, 9102)
     assert (s.generator.server.port, s.generator.server.metrics_port) == (50053, 9103)
@@ -127,8 +127,8 @@ def test_boolean_env_values(value: str, expected: bool) -> None:
         ({"CANDOR_RETRIEVAL__DENSE_WEIGHT": "heavy"}, "expected float"),
         ({"CANDOR_AUTH__ENABLED": "maybe"}, "not a boolean"),
         ({"CANDOR_RETRIEVAL__CANDIDATE_POOL": "0"}, "candidate_pool"),
-        ({"CANDOR_RETRIEVAL__CHUNK_OVERLAP_WORDS": "60"}, "chunk_overlap_words"),
-        ({"CANDOR_RETRIEVAL__CHUNK_OVERLAP_WORDS": "-1"}, "chunk_overlap_words"),
+        ({"CANDOR_RETRIEVAL__CHUNK_OVERLAP_TOKENS": "80"}, "chunk_overlap_tokens"),
+        ({"CANDOR_RETRIEVAL__CHUNK_OVERLAP_TOKENS": "-1"}, "chunk_overlap_tokens"),
         ({"CANDOR_GATE__TOKEN_TTL_SECONDS": "0"}, "token_ttl_seconds"),
         ({"CANDOR_AUTH__ENABLED": "true"}, "auth.enabled needs"),
     ],
@@ -142,7 +142,7 @@ def test_invalid_env_is_rejected(env: dict[str, str], match: str) -> None:
     ("text", "match"),
     [
         ("retrieval: {colour: blue}\n", "unknown settings"),
-        ("retrieval: {chunk_words: 10, chunk_overlap_words: 10}\n", "chunk_overlap_words"),
+        ("retrieval: {chunk_tokens: 10, chunk_overlap_tokens: 10}\n", "chunk_overlap_tokens"),
         ("auth: {enabled: true}\n", "auth.enabled needs"),
         ("gate: 5\n", "expected a mapping"),
         ("- a\n- b\n", "top level must be a mapping"),
@@ -186,3 +186,62 @@ def test_missing_required_key_field_is_a_settings_error(tmp_path: Path) -> None:
     path = write(tmp_path, f"auth: {{enabled: true, keys: [{{name: a, sha256: {SHA}}}]}}\n")
     with pytest.raises(SettingsError, match="tenants"):
         load_settings(path, env={})
+
+
+def test_llm_features_are_off_by_default() -> None:
+    s = load_settings(env={})
+    rewrite, questions, translation = (
+        s.retrieval.rewrite,
+        s.retrieval.hypothetical,
+        s.gate.translation,
+    )
+    assert (rewrite.backend, questions.backend, translation.backend) == ("none",) * 3
+    assert (rewrite.timeout_seconds, rewrite.max_output_tokens) == (0.3, 64)
+    assert (questions.timeout_seconds, questions.questions_per_passage) == (20.0, 3)
+    assert questions.max_output_tokens == 256
+    assert (translation.timeout_seconds, translation.cache_size) == (0.5, 256)
+
+
+def test_llm_features_from_env() -> None:
+    s = load_settings(
+        env={
+            "CANDOR_RETRIEVAL__REWRITE__BACKEND": "openai_compat",
+            "CANDOR_RETRIEVAL__REWRITE__BASE_URL": "http://vllm:8000/v1",
+            "CANDOR_RETRIEVAL__REWRITE__MODEL": "small",
+            "CANDOR_RETRIEVAL__REWRITE__TIMEOUT_SECONDS": "0.2",
+            "CANDOR_RETRIEVAL__HYPOTHETICAL__BACKEND": "openai_compat",
+            "CANDOR_RETRIEVAL__HYPOTHETICAL__BASE_URL": "http://vllm:8000/v1",
+            "CANDOR_RETRIEVAL__HYPOTHETICAL__MODEL": "big",
+            "CANDOR_RETRIEVAL__HYPOTHETICAL__QUESTIONS_PER_PASSAGE": "5",
+            "CANDOR_GATE__TRANSLATION__BACKEND": "openai_compat",
+            "CANDOR_GATE__TRANSLATION__BASE_URL": "http://vllm:8000/v1",
+            "CANDOR_GATE__TRANSLATION__MODEL": "small",
+            "CANDOR_GATE__TRANSLATION__API_KEY_FILE": "/var/run/secrets/llm/api-key",
+        }
+    )
+    assert (s.retrieval.rewrite.model, s.retrieval.rewrite.timeout_seconds) == ("small", 0.2)
+    assert s.retrieval.rewrite.max_words == 32  # untouched sibling keeps its default
+    assert s.retrieval.hypothetical.questions_per_passage == 5
+    assert s.gate.translation.api_key_file == "/var/run/secrets/llm/api-key"
+
+
+@pytest.mark.parametrize(
+    ("env", "match"),
+    [
+        ({"CANDOR_RETRIEVAL__REWRITE__BACKEND": "gpt"}, "rewrite.backend must be none or"),
+        ({"CANDOR_RETRIEVAL__REWRITE__BACKEND": "openai_compat"}, r"rewrite\.base_url is required"),
+        (
+            {
+                "CANDOR_GATE__TRANSLATION__BACKEND": "openai_compat",
+                "CANDOR_GATE__TRANSLATION__BASE_URL": "http://x/v1",
+            },
+            r"translation\.model is required",
+        ),
+        ({"CANDOR_RETRIEVAL__REWRITE__TIMEOUT_SECONDS": "0"}, "rewrite.timeout_seconds"),
+        ({"CANDOR_RETRIEVAL__HYPOTHETICAL__QUESTIONS_PER_PASSAGE": "0"}, "questions_per_passage"),
+        ({"CANDOR_GATE__TRANSLATION__TIMEOUT_SECONDS": "-1"}, "translation.timeout_seconds"),
+    ],
+)
+def test_invalid_llm_feature_settings_are_rejected(env: dict[str, str], match: str) -> None:
+    with pytest.raises(SettingsError, match=match):
+        load_settings(env=env)

@@ -38,6 +38,15 @@ class ArmState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ARM_STATE_ERROR: _ClassVar[ArmState]
     ARM_STATE_SKIPPED: _ClassVar[ArmState]
 
+class QueryRewrite(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    QUERY_REWRITE_UNSPECIFIED: _ClassVar[QueryRewrite]
+    QUERY_REWRITE_DISABLED: _ClassVar[QueryRewrite]
+    QUERY_REWRITE_REWRITTEN: _ClassVar[QueryRewrite]
+    QUERY_REWRITE_FALLBACK_TIMEOUT: _ClassVar[QueryRewrite]
+    QUERY_REWRITE_FALLBACK_ERROR: _ClassVar[QueryRewrite]
+    QUERY_REWRITE_FALLBACK_REJECTED: _ClassVar[QueryRewrite]
+
 class DocumentOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     DOCUMENT_OUTCOME_UNSPECIFIED: _ClassVar[DocumentOutcome]
@@ -61,6 +70,12 @@ ARM_STATE_OK: ArmState
 ARM_STATE_TIMEOUT: ArmState
 ARM_STATE_ERROR: ArmState
 ARM_STATE_SKIPPED: ArmState
+QUERY_REWRITE_UNSPECIFIED: QueryRewrite
+QUERY_REWRITE_DISABLED: QueryRewrite
+QUERY_REWRITE_REWRITTEN: QueryRewrite
+QUERY_REWRITE_FALLBACK_TIMEOUT: QueryRewrite
+QUERY_REWRITE_FALLBACK_ERROR: QueryRewrite
+QUERY_REWRITE_FALLBACK_REJECTED: QueryRewrite
 DOCUMENT_OUTCOME_UNSPECIFIED: DocumentOutcome
 DOCUMENT_OUTCOME_WRITTEN: DocumentOutcome
 DOCUMENT_OUTCOME_UNCHANGED: DocumentOutcome
@@ -141,18 +156,22 @@ class ArmStatus(_message.Message):
     def __init__(self, arm: _Optional[_Union[Arm, str]] = ..., state: _Optional[_Union[ArmState, str]] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., hits: _Optional[int] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class RetrieveResponse(_message.Message):
-    __slots__ = ("candidates", "arms", "degraded", "embedder", "fusion")
+    __slots__ = ("candidates", "arms", "degraded", "embedder", "fusion", "rewritten_query", "query_rewrite")
     CANDIDATES_FIELD_NUMBER: _ClassVar[int]
     ARMS_FIELD_NUMBER: _ClassVar[int]
     DEGRADED_FIELD_NUMBER: _ClassVar[int]
     EMBEDDER_FIELD_NUMBER: _ClassVar[int]
     FUSION_FIELD_NUMBER: _ClassVar[int]
+    REWRITTEN_QUERY_FIELD_NUMBER: _ClassVar[int]
+    QUERY_REWRITE_FIELD_NUMBER: _ClassVar[int]
     candidates: _containers.RepeatedCompositeFieldContainer[Candidate]
     arms: _containers.RepeatedCompositeFieldContainer[ArmStatus]
     degraded: bool
     embedder: str
     fusion: FusionMethod
-    def __init__(self, candidates: _Optional[_Iterable[_Union[Candidate, _Mapping]]] = ..., arms: _Optional[_Iterable[_Union[ArmStatus, _Mapping]]] = ..., degraded: _Optional[bool] = ..., embedder: _Optional[str] = ..., fusion: _Optional[_Union[FusionMethod, str]] = ...) -> None: ...
+    rewritten_query: str
+    query_rewrite: QueryRewrite
+    def __init__(self, candidates: _Optional[_Iterable[_Union[Candidate, _Mapping]]] = ..., arms: _Optional[_Iterable[_Union[ArmStatus, _Mapping]]] = ..., degraded: _Optional[bool] = ..., embedder: _Optional[str] = ..., fusion: _Optional[_Union[FusionMethod, str]] = ..., rewritten_query: _Optional[str] = ..., query_rewrite: _Optional[_Union[QueryRewrite, str]] = ...) -> None: ...
 
 class Document(_message.Message):
     __slots__ = ("document_id", "title", "text", "source_kind", "uri", "question")
@@ -181,16 +200,20 @@ class UpsertDocumentsRequest(_message.Message):
     def __init__(self, tenant: _Optional[str] = ..., documents: _Optional[_Iterable[_Union[Document, _Mapping]]] = ..., hypothetical_questions: _Optional[bool] = ...) -> None: ...
 
 class DocumentResult(_message.Message):
-    __slots__ = ("document_id", "outcome", "chunks", "error")
+    __slots__ = ("document_id", "outcome", "chunks", "error", "question_chunks", "question_error")
     DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     CHUNKS_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    QUESTION_CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    QUESTION_ERROR_FIELD_NUMBER: _ClassVar[int]
     document_id: str
     outcome: DocumentOutcome
     chunks: int
     error: str
-    def __init__(self, document_id: _Optional[str] = ..., outcome: _Optional[_Union[DocumentOutcome, str]] = ..., chunks: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
+    question_chunks: int
+    question_error: str
+    def __init__(self, document_id: _Optional[str] = ..., outcome: _Optional[_Union[DocumentOutcome, str]] = ..., chunks: _Optional[int] = ..., error: _Optional[str] = ..., question_chunks: _Optional[int] = ..., question_error: _Optional[str] = ...) -> None: ...
 
 class UpsertDocumentsResponse(_message.Message):
     __slots__ = ("results",)

@@ -1,0 +1,66 @@
+"""Answer accuracy: does the configured generator's answer, from the evidence the gate would
+admit, contain the dataset's reference answer?
+
+The match is lenient and deterministic (SQuAD-style normalisation, then the reference's tokens
+must appear in the answer: all of them for short references, 80% for long ones), so an
+extractive answer that quotes the right sentence counts. Yes/no references are marked
+``yes_no`` and left out of the accuracy: a quoting answerer never says "yes".
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from generator_svc.llm.base import Draft, EvidenceItem, GenerationInput, LLMBackend
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCT = str.maketrans("", "", string.punctuation)
+LONG_REFERENCE = 4
+"""References with more tokens than this need 80% of them, not all."""
+
+
+def normalise(text: str) -> list[str]:
+    """Lower case, no punctuation or articles, whitespace tokens."""
+    return _ARTICLES.sub(" ", text.lower().translate(_PUNCT)).split()
+
+
+def is_yes_no(reference: str) -> bool:
+    return normalise(reference) in (["yes"], ["no"])
+
+
+def contains_reference(answer: str, reference: str) -> bool:
+    """True when the answer holds the reference's tokens (see the module docstring)."""
+    ref = normalise(reference)
+    if not ref:
+        return False
+    have = set(normalise(answer))
+    found = sum(1 for t in ref if t in have)
+    return found == len(ref) if len(ref) <= LONG_REFERENCE else found >= 0.8 * len(ref)
+
+
+@dataclass(frozen=True)
+class AnswerCheck:
+    text: str
+    correct: bool | None
+    """None when the reference is yes/no (not judged)."""
+
+
+async def generate(
+    backend: LLMBackend, query: str, evidence: Sequence[EvidenceItem], tier: str = "confident"
+) -> str:
+    """The backend's final answer text for ``query`` over ``evidence``."""
+    final = ""
+    async for event in backend.stream(GenerationInput(query, tuple(evidence), "en", tier)):
+        if isinstance(event, Draft):
+            final = event.text
+    return final
+
+
+async def check(
+    backend: LLMBackend, query: str, reference: str, evidence: Sequence[EvidenceItem]
+) -> AnswerCheck:
+    text = await generate(backend, query, evidence)
+    return AnswerCheck(text, None if is_yes_no(reference) else contains_reference(text, reference))

@@ -1,0 +1,22 @@
+"""The benchmark's machine-readable output follows the documented schema."""
+
+from __future__ import annotations
+
+from evals.bench_retrieval import Result, as_json
+
+
+def test_retrieval_bench_json_schema() -> None:
+    r = Result(
+        10_000,
+        81.2,
+        {1: (8.04, 12.5), 8: (30.0, 61.0), 32: (120.0, 190.0)},
+        {1: 120.0, 8: 210.5, 32: 230.25},
+        512.3,
+        2.5,
+    )
+    out = as_json([r])
+    assert out["10000:retrieve@1"] == {"p50_ms": 8.04, "p99_ms": 12.5, "rps": 120.0}
+    assert out["10000:retrieve@32"]["rps"] == 230.2 or out["10000:retrieve@32"]["rps"] == 230.3
+    assert out["10000:ingest"] == {"chunks_per_s": 81.2}
+    assert out["10000:server"] == {"peak_rss_mib": 512.3, "restart_s": 2.5}
+    assert len(out) == 5

@@ -1,0 +1,302 @@
+"""Retrieval's optional LLM steps through the real service, the real embedded stores and a real
+(local, fake) OpenAI-compatible endpoint: seed 001's query rewrite and hypothetical questions."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from candor.cli.stack import start_stack
+from candor.common.v1 import evidence_pb2
+from candor.retrieval.v1 import retrieval_pb2 as pb
+from candor.retrieval.v1 import retrieval_pb2_grpc
+from candor.runtime.errors import field_violations_of
+from candor.settings import load_settings
+from retrieval_svc.stores.edge import EdgeDenseStore
+from retrieval_svc.stores.tantivy_store import TantivyKeywordStore
+from tests.helpers import Stack, metric_value, scrape, stack_env
+from tests.llm.server import FakeLLM, Reply, fake_llm, system_prompt, user_message
+from tests.rerank.fakes import oa_completion, oa_error
+
+TIDES = "The Moon's gravity pulls the oceans, so most coasts see two high tides a day."
+BREAD = "A sourdough starter is flour and water fermented by wild yeast. Feed it daily."
+# Words that appear in the generated questions and nowhere in the passages.
+TIDE_QUESTIONS = [
+    "Why does seawater bulge toward the lunar orb?",
+    "What swells twice per rotation?",
+]
+LIGHTHOUSE = "Lighthouses guide ships along rocky coasts with a rotating lamp."
+BEACON_QUESTION = "What rotates atop a beacon tower?"
+
+
+class Script:
+    """What the fake endpoint answers, switchable per test."""
+
+    def __init__(self) -> None:
+        self.rewrite: Reply = oa_completion("why are there two high tides a day")
+        self.fail_passages_with: str = ""
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        if "standalone search query" in system_prompt(body):
+            return self.rewrite
+        passage = user_message(body)
+        if self.fail_passages_with and self.fail_passages_with in passage:
+            return oa_error(503, "model is loading")
+        if "Moon" in passage:
+            return oa_completion(json.dumps({"questions": TIDE_QUESTIONS}))
+        if "Lighthouses" in passage:
+            return oa_completion(json.dumps({"questions": [BEACON_QUESTION]}))
+        return oa_completion(json.dumps({"questions": []}))
+
+
+@pytest.fixture(scope="module")
+def llm() -> Iterator[FakeLLM]:
+    with fake_llm(Script()) as server:
+        yield server
+
+
+def script(llm: FakeLLM) -> Script:
+    assert isinstance(llm.handler, Script)
+    return llm.handler
+
+
+def retrieval_stack(data: Path, **env: str) -> Stack:
+    settings = load_settings(env=stack_env(str(data), **env))
+    return Stack(lambda: start_stack(settings, "retrieval"))
+
+
+def doc(document_id: str, text: str, title: str = "") -> pb.Document:
+    return pb.Document(document_id=document_id, title=title or document_id.title(), text=text)
+
+
+# --- query rewrite ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def rewriting(llm: FakeLLM, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    stack = retrieval_stack(
+        tmp_path_factory.mktemp("rewrite"),
+        CANDOR_RETRIEVAL__REWRITE__BACKEND="openai_compat",
+        CANDOR_RETRIEVAL__REWRITE__BASE_URL=llm.base_url,
+        CANDOR_RETRIEVAL__REWRITE__MODEL="small",
+        CANDOR_RETRIEVAL__REWRITE__TIMEOUT_SECONDS="0.3",
+    )
+    with grpc.insecure_channel(stack.address("RetrievalService")) as ch:
+        retrieval_pb2_grpc.RetrievalServiceStub(ch).UpsertDocuments(
+            pb.UpsertDocumentsRequest(
+                tenant="t", documents=[doc("tides", TIDES), doc("bread", BREAD)]
+            )
+        )
+    yield stack
+    stack.stop()
+
+
+def retrieve(stack: Stack, query: str, **kw: Any) -> pb.RetrieveResponse:
+    with grpc.insecure_channel(stack.address("RetrievalService")) as ch:
+        stub = retrieval_pb2_grpc.RetrievalServiceStub(ch)
+        reply: pb.RetrieveResponse = stub.Retrieve(
+            pb.RetrieveRequest(tenant="t", query=query, **kw), timeout=10
+        )
+        return reply
+
+
+def rewrites(stack: Stack, outcome: str) -> float:
+    text = scrape(stack.metrics_port("RetrievalService"))
+    return metric_value(text, "candor_retrieval_rewrite_total", {"outcome": outcome})
+
+
+def test_retrieve_searches_the_rewritten_query_and_says_so(rewriting: Stack, llm: FakeLLM) -> None:
+    script(llm).rewrite = oa_completion('Query: "why are there two high tides a day"')
+    # Only the rewrite shares words with the tides passage: keyword mode shows which text ran.
+    reply = retrieve(rewriting, "and what about that?", mode=pb.RETRIEVAL_MODE_KEYWORD)
+    assert reply.query_rewrite == pb.QUERY_REWRITE_REWRITTEN
+    assert reply.rewritten_query == "why are there two high tides a day"
+    assert [c.document_id for c in reply.candidates][:1] == ["tides"]
+    assert llm.prompts("standalone search query")[-1]["messages"][1]["content"] == (
+        "and what about that?"
+    )
+    assert rewrites(rewriting, "rewritten") >= 1
+
+
+@pytest.mark.parametrize(
+    ("reply", "outcome", "label"),
+    [
+        (oa_error(500, "boom"), pb.QUERY_REWRITE_FALLBACK_ERROR, "fallback_error"),
+        (
+            oa_completion("tides\nI added context."),
+            pb.QUERY_REWRITE_FALLBACK_REJECTED,
+            "fallback_rejected",
+        ),
+        (2.0, pb.QUERY_REWRITE_FALLBACK_TIMEOUT, "fallback_timeout"),
+    ],
+)
+def test_a_failed_rewrite_still_returns_results_for_the_raw_query(
+    rewriting: Stack, llm: FakeLLM, reply: Reply, outcome: int, label: str
+) -> None:
+    script(llm).rewrite = reply
+    before = rewrites(rewriting, label)
+    started = time.perf_counter()
+    result = retrieve(rewriting, "sourdough starter flour", mode=pb.RETRIEVAL_MODE_KEYWORD)
+    assert time.perf_counter() - started < 1.5  # the 0.3 s rewrite budget, not the 2 s stall
+    assert result.query_rewrite == outcome and result.rewritten_query == ""
+    assert [c.document_id for c in result.candidates] == ["bread"]
+    assert rewrites(rewriting, label) == before + 1
+
+
+def test_hypothetical_questions_need_a_configured_generator(rewriting: Stack) -> None:
+    channel = grpc.insecure_channel(rewriting.address("RetrievalService"))
+    with channel, pytest.raises(grpc.RpcError) as err:
+        retrieval_pb2_grpc.RetrievalServiceStub(channel).UpsertDocuments(
+            pb.UpsertDocumentsRequest(
+                tenant="t", documents=[doc("x", "text")], hypothetical_questions=True
+            )
+        )
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    [(field, message)] = field_violations_of(err.value)
+    assert field == "hypothetical_questions" and "not configured" in message
+
+
+# --- hypothetical questions ---------------------------------------------------------------------
+
+
+def best_cosine(stack: Stack, query: str) -> float:
+    """The dense arm's best score: high only while a chunk holds ``query`` word for word."""
+    candidates = retrieve(stack, query, mode=pb.RETRIEVAL_MODE_DENSE).candidates
+    return max((c.dense.raw_score for c in candidates), default=0.0)
+
+
+def upsert(stack: Stack, *docs: pb.Document, questions: bool = True) -> list[pb.DocumentResult]:
+    with grpc.insecure_channel(stack.address("RetrievalService")) as ch:
+        reply = retrieval_pb2_grpc.RetrievalServiceStub(ch).UpsertDocuments(
+            pb.UpsertDocumentsRequest(tenant="t", documents=docs, hypothetical_questions=questions),
+            timeout=60,
+        )
+    return list(reply.results)
+
+
+def inventory(data: Path) -> dict[str, set[str]]:
+    """Chunk ids per store, read from disk after the service stopped."""
+    dense, keyword = EdgeDenseStore(data / "dense", 384), TantivyKeywordStore(data / "keyword")
+    try:
+        return {
+            "dense": {c.chunk_id for c in dense.inventory()},
+            "keyword": {c.chunk_id for c in keyword.inventory()},
+        }
+    finally:
+        dense.close()
+        keyword.close()
+
+
+@dataclass
+class Running:
+    stack: Stack
+    data: Path
+    running: bool = True
+
+    def stop(self) -> None:
+        if self.running:
+            self.running = False
+            self.stack.stop()
+
+
+@pytest.fixture
+def questioning(llm: FakeLLM, tmp_path: Path) -> Iterator[Running]:
+    script(llm).fail_passages_with = ""
+    data = tmp_path / "data"
+    stack = retrieval_stack(
+        data,
+        CANDOR_RETRIEVAL__HYPOTHETICAL__BACKEND="openai_compat",
+        CANDOR_RETRIEVAL__HYPOTHETICAL__BASE_URL=llm.base_url,
+        CANDOR_RETRIEVAL__HYPOTHETICAL__MODEL="small",
+        CANDOR_RETRIEVAL__HYPOTHETICAL__QUESTIONS_PER_PASSAGE="2",
+    )
+    running = Running(stack, data)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def test_questions_are_searchable_and_collapse_onto_their_passage(
+    questioning: Running, llm: FakeLLM
+) -> None:
+    stack = questioning.stack
+    tides, bread = upsert(stack, doc("tides", TIDES), doc("bread", BREAD))
+    assert tides.outcome == pb.DOCUMENT_OUTCOME_WRITTEN
+    assert (tides.chunks, tides.question_chunks, tides.question_error) == (3, 2, "")
+    assert (bread.chunks, bread.question_chunks) == (1, 0)
+    asked = llm.prompts('"questions"')
+    assert any("at most 2 questions" in system_prompt(b) for b in asked)
+
+    # Keyword arm: only the question chunk matches; the passage text comes back instead.
+    [hit] = retrieve(stack, "seawater bulge lunar orb", mode=pb.RETRIEVAL_MODE_KEYWORD).candidates
+    assert (hit.chunk_id, hit.parent_id, hit.document_id) == ("tides#p0c0", "tides#p0", "tides")
+    assert hit.text == TIDES and hit.source_kind == evidence_pb2.SOURCE_KIND_DOCUMENT
+    assert hit.keyword.rank == 1 and hit.keyword.raw_score > 0
+
+    # Dense arm: the question is the best hit; its passage stands in, once.
+    reply = retrieve(stack, TIDE_QUESTIONS[0], mode=pb.RETRIEVAL_MODE_DENSE)
+    top = reply.candidates[0]
+    assert top.document_id == "tides" and top.text == TIDES
+    assert top.source_kind == evidence_pb2.SOURCE_KIND_DOCUMENT
+    assert top.dense.raw_score > 0.95  # the question's own cosine: it matched word for word
+    assert [c.parent_id for c in reply.candidates].count("tides#p0") == 1
+
+    hybrid = retrieve(stack, "why does seawater bulge toward the lunar orb")
+    assert hybrid.candidates[0].parent_id == "tides#p0" and hybrid.candidates[0].in_both
+    assert all(
+        c.source_kind != evidence_pb2.SOURCE_KIND_HYPOTHETICAL_QUESTION for c in hybrid.candidates
+    )
+    text = scrape(stack.metrics_port("RetrievalService"))
+    generated = {"outcome": "generated"}
+    assert metric_value(text, "candor_retrieval_hypothetical_passages_total", generated) == 2
+
+
+def test_reingest_and_delete_leave_no_orphan_questions(questioning: Running, llm: FakeLLM) -> None:
+    stack = questioning.stack
+    upsert(stack, doc("tides", TIDES), doc("bread", BREAD))
+    # A changed document: its old questions go with its old text.
+    [changed] = upsert(stack, doc("tides", LIGHTHOUSE))
+    assert (changed.chunks, changed.question_chunks) == (2, 1)
+    assert (
+        retrieve(stack, "seawater bulge lunar orb", mode=pb.RETRIEVAL_MODE_KEYWORD).candidates == []
+    )
+    [beacon] = retrieve(stack, "atop beacon tower", mode=pb.RETRIEVAL_MODE_KEYWORD).candidates
+    assert beacon.text == LIGHTHOUSE
+    assert best_cosine(stack, TIDE_QUESTIONS[0]) < 0.6  # no old question left in the dense arm
+    assert best_cosine(stack, BEACON_QUESTION) > 0.75
+
+    # The same text again, but generation fails: written without questions, and says so.
+    script(llm).fail_passages_with = "Lighthouses"
+    [failed] = upsert(stack, doc("tides", LIGHTHOUSE))
+    assert failed.outcome == pb.DOCUMENT_OUTCOME_WRITTEN
+    assert (failed.chunks, failed.question_chunks) == (1, 0)
+    assert failed.question_error.startswith("1 of 1 passages have no questions: ")
+    assert "503" in failed.question_error
+    assert retrieve(stack, "atop beacon tower", mode=pb.RETRIEVAL_MODE_KEYWORD).candidates == []
+    assert best_cosine(stack, BEACON_QUESTION) < 0.6
+    text = scrape(stack.metrics_port("RetrievalService"))
+    failed_label = {"outcome": "failed"}
+    assert metric_value(text, "candor_retrieval_hypothetical_passages_total", failed_label) == 1
+
+    script(llm).fail_passages_with = ""
+    upsert(stack, doc("tides", TIDES))
+    with grpc.insecure_channel(stack.address("RetrievalService")) as ch:
+        [deleted] = (
+            retrieval_pb2_grpc.RetrievalServiceStub(ch)
+            .DeleteDocuments(pb.DeleteDocumentsRequest(tenant="t", document_ids=["tides"]))
+            .results
+        )
+    assert deleted.outcome == pb.DOCUMENT_OUTCOME_DELETED and deleted.chunks == 3
+    assert (
+        retrieve(stack, "seawater bulge lunar orb", mode=pb.RETRIEVAL_MODE_KEYWORD).candidates == []
+    )
+    questioning.stop()
+    assert inventory(questioning.data) == {"dense": {"bread#p0c0"}, "keyword": {"bread#p0c0"}}
