@@ -76,8 +76,10 @@ def ingest(
     api_key: str | None,
     batch: int = 16,
     progress: Callable[[int, int], None] | None = None,
+    hypothetical_questions: bool = False,
 ) -> IngestReport:
-    return upsert(channel, list(read_documents(path)), tenant, api_key, batch, progress)
+    docs = list(read_documents(path))
+    return upsert(channel, docs, tenant, api_key, batch, progress, hypothetical_questions)
 
 
 def upsert(
@@ -87,14 +89,21 @@ def upsert(
     api_key: str | None,
     batch: int = 16,
     progress: Callable[[int, int], None] | None = None,
+    hypothetical_questions: bool = False,
 ) -> IngestReport:
-    """UpsertDocuments in batches; failed documents are counted and printed, not raised."""
+    """UpsertDocuments in batches; failed documents are counted and printed, not raised.
+
+    ``hypothetical_questions`` asks the service to index LLM-written questions per passage
+    (it must have a question generator configured, else INVALID_ARGUMENT).
+    """
     stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
     report = IngestReport()
     for start in range(0, len(docs), batch):
         reply = stub.UpsertDocuments(
             retrieval_pb2.UpsertDocumentsRequest(
-                tenant=tenant, documents=docs[start : start + batch]
+                tenant=tenant,
+                documents=docs[start : start + batch],
+                hypothetical_questions=hypothetical_questions,
             ),
             metadata=metadata(api_key),
             timeout=300,
@@ -106,6 +115,10 @@ def upsert(
             else:
                 report.written += 1
                 report.chunks += r.chunks
+                if r.question_error:
+                    print(
+                        f"  no questions for {r.document_id}: {r.question_error}", file=sys.stderr
+                    )
         if progress is not None:
             progress(min(start + batch, len(docs)), len(docs))
     return report

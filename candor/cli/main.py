@@ -40,6 +40,11 @@ def parser() -> argparse.ArgumentParser:
     )
     ingest = sub.add_parser("ingest", help="ingest markdown/text files or a JSONL file")
     ingest.add_argument("path", type=Path)
+    ingest.add_argument(
+        "--hypothetical-questions",
+        action="store_true",
+        help="also index LLM-written questions per passage (retrieval.hypothetical must be set)",
+    )
     _common(ingest)
     ingest.set_defaults(target="127.0.0.1:50051")
     ask = sub.add_parser("ask", help="ask a question through the gate")
@@ -71,6 +76,11 @@ def parser() -> argparse.ArgumentParser:
         "it holds in both stores, repairing any drift for them",
     )
     reindex.add_argument("path", type=Path)
+    reindex.add_argument(
+        "--hypothetical-questions",
+        action="store_true",
+        help="regenerate the questions too (without it, a reindex drops them)",
+    )
     _common(reindex)
     reindex.set_defaults(target="127.0.0.1:50051")
     ev = sub.add_parser("eval", help="evaluation: prepare a dataset, run it, report (docs/)")
@@ -203,7 +213,12 @@ def main(argv: list[str] | None = None) -> int:
         with grpc.insecure_channel(args.target) as channel:
             if args.command in ("ingest", "reindex"):
                 report = client.ingest(
-                    channel, args.path, args.tenant, args.api_key, progress=client.print_progress
+                    channel,
+                    args.path,
+                    args.tenant,
+                    args.api_key,
+                    progress=client.print_progress,
+                    hypothetical_questions=args.hypothetical_questions,
                 )
                 print(
                     f"ingested {report.written} documents ({report.chunks} chunks), "

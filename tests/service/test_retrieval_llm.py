@@ -300,3 +300,28 @@ def test_reingest_and_delete_leave_no_orphan_questions(questioning: Running, llm
     )
     questioning.stop()
     assert inventory(questioning.data) == {"dense": {"bread#p0c0"}, "keyword": {"bread#p0c0"}}
+
+
+def test_the_cli_client_asks_for_questions_only_when_told(
+    questioning: Running, llm: FakeLLM, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from candor.cli import client
+
+    source = tmp_path / "kb"
+    source.mkdir()
+    (source / "tides.md").write_text(f"# Tides\n\n{TIDES}\n")
+    query = "seawater bulge lunar orb"  # words only the generated questions hold
+    with grpc.insecure_channel(questioning.stack.address("RetrievalService")) as ch:
+        assert client.ingest(ch, source, "t", None).written == 1
+        assert not retrieve(questioning.stack, query, mode=pb.RETRIEVAL_MODE_KEYWORD).candidates
+
+        report = client.ingest(ch, source, "t", None, hypothetical_questions=True)
+        assert (report.written, report.failed) == (1, 0)
+        hits = retrieve(questioning.stack, query, mode=pb.RETRIEVAL_MODE_KEYWORD).candidates
+        assert [c.document_id for c in hits] == ["tides"]
+
+        script(llm).fail_passages_with = "Moon"
+        (source / "tides.md").write_text(f"# Tides\n\n{TIDES} Neap tides are smaller.\n")
+        report = client.ingest(ch, source, "t", None, hypothetical_questions=True)
+    assert report.written == 1  # the document is written without its questions
+    assert "no questions for tides" in capsys.readouterr().err
