@@ -126,6 +126,22 @@ def fit(
     }
 
 
+def fit_seed001(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Seed 001's own model refit on these (train) rows: a, b, c of
+    ``sigmoid(a * top_rrf + b * top_in_both + c)``, its tiers kept as the seed wrote them."""
+    from sklearn.linear_model import LogisticRegression
+
+    x = np.array([[feature(r, "top_rrf"), feature(r, "top_in_both")] for r in rows])
+    y = np.array([1 if r["answerable"] else 0 for r in rows])
+    if len(set(y.tolist())) < 2:
+        raise ValueError("refitting seed 001 needs answerable and unanswerable rows")
+    # Weak regularisation: two features, hundreds of rows; the seed's own scale (a≈120) must fit.
+    model = LogisticRegression(C=1e4, max_iter=5000)
+    model.fit(x, y)
+    a, b = (float(w) for w in model.coef_[0])
+    return {"a": _sig(a), "b": _sig(b), "c": _sig(float(model.intercept_[0]))}
+
+
 def write_config(
     fitted: dict[str, Any], out: Path, source: str, target_far: float, confident_far: float
 ) -> str:

@@ -20,7 +20,16 @@ from typing import Any
 from evals import metrics
 from evals.calibrate import read_rows
 
-ORDER = ("calibrated", "seed000", "seed001", "seed003", "seed004", "top1_cosine", "always_answer")
+ORDER = (
+    "calibrated",
+    "seed000",
+    "seed001",
+    "seed001_refit",
+    "seed003",
+    "seed004",
+    "top1_cosine",
+    "always_answer",
+)
 
 
 def _policies(rows: Sequence[dict[str, Any]]) -> list[str]:
@@ -240,6 +249,26 @@ def markdown(
     return "\n".join(lines) + "\n"
 
 
+def _add_seed001_refit(rows: Sequence[dict[str, Any]]) -> None:
+    """Seed 001 with a, b, c refit on the train split (the seed says to refit offline)."""
+    from evals.calibrate import fit_seed001
+    from evals.harness import rescore
+    from gate_svc.policy import parse_policy
+
+    train = [r for r in rows if r.get("split") == "train"]
+    if not train or "seed001" not in rows[0]["policies"]:
+        return  # nothing to fit on (an unsplit dataset): the report shows the hand seeds only
+    try:
+        coef = fit_seed001(train)
+    except ValueError:
+        return
+    config = parse_policy(
+        'version: "baseline-seed001-refit"\npolicy: seed001\n'
+        f"seed001: {{a: {coef['a']}, b: {coef['b']}, c: {coef['c']}}}\n"
+    )
+    rescore(rows, config, "seed001_refit")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="candor eval report")
     ap.add_argument("results", type=Path)
@@ -256,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     rows = read_rows(args.results)
+    _add_seed001_refit(rows)
     named: set[str] = set()
     for path in args.policy:
         from evals.harness import rescore

@@ -167,6 +167,11 @@ def compute_signals(
     coverage, missing = facet_coverage(query, evidence) if candidates else (0.0, facets(query))
     alignment, best = best_sentence_alignment(query, evidence)
     pair = pair_coverage(query, evidence)
+    # The same two measures on the top candidate alone: other candidates can lend the terms a
+    # near miss lacks, but only the top one is usually quoted as the answer.
+    top_text = evidence[:1]
+    top_coverage = facet_coverage(query, top_text)[0] if top_text else 0.0
+    top_pair = pair_coverage(query, top_text)
     answer_type = expected_answer_type(query)
     type_found = any(has_answer_type(t, answer_type) for t in evidence) if evidence else False
     values = {
@@ -196,6 +201,8 @@ def compute_signals(
         "missing_facets": float(len(missing)),
         "best_sentence_alignment": alignment,
         "pair_coverage": pair,
+        "top_facet_coverage": top_coverage,
+        "top_pair_coverage": top_pair,
         "answer_type_expected": 1.0 if answer_type else 0.0,
         "answer_type_found": 1.0 if (not answer_type or type_found) else 0.0,
         "curated_hits": float(sum(1 for c in candidates if c.curated)),
@@ -226,6 +233,8 @@ SIGNAL_NAMES = frozenset(
         "missing_facets",
         "best_sentence_alignment",
         "pair_coverage",
+        "top_facet_coverage",
+        "top_pair_coverage",
         "answer_type_expected",
         "answer_type_found",
         "curated_hits",

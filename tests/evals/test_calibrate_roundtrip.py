@@ -102,3 +102,48 @@ def test_threshold_for_far_keeps_far_at_or_under_target() -> None:
     t = calibrate.threshold_for_far(scores, labels, 0.2)  # 1 of 5 negatives may pass
     assert t == pytest.approx(0.7)
     assert ((scores >= t) & (labels == 0)).sum() <= 1
+
+
+def test_seed001_refit_learns_positive_weights_and_joins_the_report(tmp_path: Path) -> None:
+    import json
+    import random
+
+    from evals import report
+    from evals.calibrate import fit_seed001
+
+    rng = random.Random(3)
+    rows = []
+    for i in range(200):
+        answerable = i % 2 == 0
+        both = 1.0 if (answerable and rng.random() < 0.8) or rng.random() < 0.2 else 0.0
+        rrf = (0.03 if answerable else 0.02) + rng.uniform(-0.006, 0.006)
+        rows.append(
+            {
+                "id": f"q{i}",
+                "question": "q",
+                "answerable": answerable,
+                "kind": "answerable" if answerable else "topic_absent",
+                "split": "train" if i < 100 else "test",
+                "gold_ids": ["d"] if answerable else [],
+                "signals": {"top_rrf": rrf, "top_in_both": both},
+                "missing_facets": [],
+                "ranked": {"hybrid": ["d"], "dense": ["d"], "keyword": ["d"]},
+                "policies": {
+                    "seed001": {
+                        "outcome": "pass",
+                        "confidence": 0.9,
+                        "reason": "passed",
+                        "tier": "confident",
+                        "evidence": ["d"],
+                    }
+                },
+            }
+        )
+    coef = fit_seed001([r for r in rows if r["split"] == "train"])
+    assert coef["a"] > 100 and coef["b"] > 0  # RRF differences are tiny, so a is large
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "summary.json"
+    assert report.main([str(path), "--split", "test", "--json", str(out)]) == 0
+    summary = json.loads(out.read_text())
+    assert summary["policies"]["seed001_refit"]["auroc"] > 0.8

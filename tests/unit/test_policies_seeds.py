@@ -204,6 +204,17 @@ def test_pair_coverage_needs_both_hops_of_a_two_hop_question() -> None:
     assert signals["pair_coverage"] == pytest.approx(full)
 
 
+def test_top_candidate_coverage_ignores_terms_lent_by_other_candidates() -> None:
+    q = "Does NorthLine Freight take lithium batteries?"
+    top = cand(1, 0.8, 0.03, text="NorthLine Freight accepts pallets up to 1,000 kg.")
+    other = cand(2, 0.5, 0.02, text="Lithium batteries must be declared as dangerous goods.")
+    v = compute_signals([top, other], q).values
+    assert v["facet_coverage"] == pytest.approx(1.0)  # across the evidence: all there
+    assert v["top_facet_coverage"] == pytest.approx(2 / 3)  # the top chunk lacks "lithium"
+    assert v["top_pair_coverage"] < v["pair_coverage"]
+    assert compute_signals([], q).values["top_facet_coverage"] == 0.0
+
+
 def test_answer_type_signal() -> None:
     ev = [cand(1, 0.6, 0.03, text="Refunds are processed after the carrier confirms.")]
     v = compute_signals(ev, "How long do refunds take?").values
