@@ -1,11 +1,13 @@
 """Whole-stack benchmark over gRPC: Retrieve, Evaluate, Ask refused, Ask answered.
 
-    candor bench stack --chunks 10000 [--queries 200] [--json PATH] [--out docs/benchmarks.md]
+    candor bench stack --chunks 10000 [--queries 200] [--per-service] [--json PATH]
+                       [--out docs/benchmarks.md]
 
-All three services run in one process (the embedded default) started as a subprocess, so its
-peak RSS is the stack's. After ingest the stack is restarted, as a deploy would, so the dense
-HNSW index is built before measuring. "Answered" queries are sentence fragments of indexed
-chunks (the gate passes most of them); "refused" queries are general-knowledge questions the
+All three services run in one process (the embedded default, ``candor serve``) started as a
+subprocess, or with ``--per-service`` in three (as deployed: one pod each); peak RSS is the
+sum. After ingest the stack is restarted, as a deploy would, so the dense HNSW index is built
+before measuring. "Answered" queries are sentence fragments of indexed chunks (the gate passes
+most of them); "refused" queries are general-knowledge questions the
 knowledge base cannot answer. Each operation runs at 1, 8 and 32 requests in flight.
 """
 
@@ -128,20 +130,33 @@ async def _measure(
     return results
 
 
-def _start(env: dict[str, str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "candor.cli.main", "serve"], env=env, stderr=subprocess.DEVNULL
-    )
+Procs = list[subprocess.Popen[bytes]]
+SERVICES = ("retrieval", "generator", "gate")
 
 
-def _wait(proc: subprocess.Popen[bytes], port: int) -> None:
-    while health_check(f"127.0.0.1:{port}") != "SERVING":
-        if proc.poll() is not None:
-            raise RuntimeError("stack exited during start-up")
-        time.sleep(0.2)
+def _start(env: dict[str, str], per_service: bool) -> Procs:
+    """One process for the whole stack, or one per service as the Kubernetes manifests run it."""
+    serve = [sys.executable, "-m", "candor.cli.main", "serve"]
+    commands = [[*serve, "--service", s] for s in SERVICES] if per_service else [serve]
+    return [subprocess.Popen(c, env=env, stderr=subprocess.DEVNULL) for c in commands]
 
 
-def run(n_chunks: int, n_queries: int) -> dict[str, object]:
+def _wait(procs: Procs, ports: dict[str, int]) -> None:
+    for port in ports.values():
+        while health_check(f"127.0.0.1:{port}") != "SERVING":
+            if any(p.poll() is not None for p in procs):
+                raise RuntimeError("stack exited during start-up")
+            time.sleep(0.2)
+
+
+def _stop(procs: Procs) -> None:
+    for p in procs:
+        p.send_signal(signal.SIGTERM)
+    for p in procs:
+        p.wait(60)
+
+
+def run(n_chunks: int, n_queries: int, per_service: bool = False) -> dict[str, object]:
     base = 57000 + random.randrange(500) * 3
     ports = {"retrieval": base, "gate": base + 1, "generator": base + 2}
     with tempfile.TemporaryDirectory() as tmp:
@@ -152,9 +167,9 @@ def run(n_chunks: int, n_queries: int) -> dict[str, object]:
             env[f"CANDOR_{svc.upper()}__SERVER__DRAIN_DELAY_SECONDS"] = "0"
         env["CANDOR_GATE__RETRIEVAL_TARGET"] = f"127.0.0.1:{ports['retrieval']}"
         env["CANDOR_GATE__GENERATOR_TARGET"] = f"127.0.0.1:{ports['generator']}"
-        proc = _start(env)
+        procs = _start(env, per_service)
         try:
-            _wait(proc, ports["gate"])
+            _wait(procs, ports)
             docs = make_documents(n_chunks)
             start = time.perf_counter()
             with grpc.insecure_channel(f"127.0.0.1:{ports['retrieval']}") as ch:
@@ -174,11 +189,10 @@ def run(n_chunks: int, n_queries: int) -> dict[str, object]:
                     )
             ingest_rate = len(docs) / (time.perf_counter() - start)
             print(file=sys.stderr)
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(60)
+            _stop(procs)
             restart = time.perf_counter()
-            proc = _start(env)
-            _wait(proc, ports["gate"])
+            procs = _start(env, per_service)
+            _wait(procs, ports)
             startup = time.perf_counter() - restart
             refused = [REFUSED[i % len(REFUSED)] for i in range(n_queries)]
             # Three candidates per answered query; only those the gate passes are replayed.
@@ -187,20 +201,25 @@ def run(n_chunks: int, n_queries: int) -> dict[str, object]:
                 "chunks": n_chunks,
                 "ingest_chunks_per_s": ingest_rate,
                 "restart_seconds": startup,
-                "peak_rss_mib": _rss_mib(proc.pid),
+                "peak_rss_mib": sum(_rss_mib(p.pid) for p in procs),
+                "processes": len(procs),
                 "operations": results,
             }
         finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(60)
+            _stop(procs)
 
 
 def report(runs: list[dict[str, object]]) -> str:
+    topology = (
+        "each service in its own process (as deployed)"
+        if runs and runs[0].get("processes", 1) != 1
+        else "all three services in one process"
+    )
     lines = [
         f"## Whole-stack benchmark — {time.strftime('%Y-%m-%d')}",
         "",
         f"Machine: {os.cpu_count()} cores, {platform.machine()}, Python "
-        f"{platform.python_version()}; all three services in one process on the embedded "
+        f"{platform.python_version()}; {topology} on the embedded "
         "backends, the shipped default policy, extractive generator. "
         "Command: `candor bench stack`.",
         "",
@@ -228,9 +247,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunks", type=int, nargs="+", default=[10_000])
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--json", type=Path, default=None, help="write machine-readable results")
+    ap.add_argument(
+        "--per-service",
+        action="store_true",
+        help="run each service in its own process (as deployed) instead of one process",
+    )
     ap.add_argument("--out", type=Path, default=None, help="append the table to this file")
     args = ap.parse_args(argv)
-    runs = [run(n, args.queries) for n in args.chunks]
+    runs = [run(n, args.queries, args.per_service) for n in args.chunks]
     text = report(runs)
     print(text)
     if args.out:

@@ -44,6 +44,7 @@ FEATURES: tuple[str, ...] = (
     "missing_facets",
     "best_sentence_alignment",
     "pair_coverage",
+    "top_pair_coverage",
     "answer_type_found",
 )
 #: Heavy-tailed scores enter as log(1 + x) so one huge BM25 score cannot dominate.
