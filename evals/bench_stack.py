@@ -131,14 +131,20 @@ async def _measure(
 
 
 Procs = list[subprocess.Popen[bytes]]
-SERVICES = ("retrieval", "generator", "gate")
 
 
 def _start(env: dict[str, str], per_service: bool) -> Procs:
     """One process for the whole stack, or one per service as the Kubernetes manifests run it."""
     serve = [sys.executable, "-m", "candor.cli.main", "serve"]
-    commands = [[*serve, "--service", s] for s in SERVICES] if per_service else [serve]
-    return [subprocess.Popen(c, env=env, stderr=subprocess.DEVNULL) for c in commands]
+    if not per_service:
+        return [subprocess.Popen(serve, env=env, stderr=subprocess.DEVNULL)]
+    # The gate writes the demo signing key pair the generator reads, so it goes first.
+    gate = subprocess.Popen([*serve, "--service", "gate"], env=env, stderr=subprocess.DEVNULL)
+    _wait([gate], {"gate": int(env["CANDOR_GATE__SERVER__PORT"])})
+    return [gate] + [
+        subprocess.Popen([*serve, "--service", s], env=env, stderr=subprocess.DEVNULL)
+        for s in ("retrieval", "generator")
+    ]
 
 
 def _wait(procs: Procs, ports: dict[str, int]) -> None:
