@@ -223,12 +223,13 @@ def test_answer_type_signal() -> None:
     assert compute_signals(ev2, "How long do refunds take?").values["answer_type_found"] == 1.0
 
 
-def test_the_shipped_halueval_calibrated_config_loads() -> None:
+@pytest.mark.parametrize("name", ["halueval-calibrated.yaml", "halueval-full-calibrated.yaml"])
+def test_the_shipped_halueval_calibrated_configs_load(name: str) -> None:
     from pathlib import Path
 
     import gate_svc
 
-    path = Path(gate_svc.__file__).parent / "policies" / "halueval-calibrated.yaml"
+    path = Path(gate_svc.__file__).parent / "policies" / name
     cfg = parse_policy(path.read_text())
     assert cfg.policy == "calibrated" and "split=train" in cfg.calibrated.fitted_on
     assert set(cfg.calibrated.log_features) == {
