@@ -107,6 +107,41 @@ def _question_weights(query: str) -> dict[str, float]:
     return {t: max(0.5, 8.0 - _zipf(t)) for t in content_terms(query)}
 
 
+SentenceTerms = list[tuple[int, str, set[str]]]
+"""(evidence index, sentence, the query terms it holds) for every evidence sentence."""
+
+
+def _sentence_terms(weight: dict[str, float], evidence: Sequence[str]) -> SentenceTerms:
+    # Split and stem each sentence once; every sentence signal reads this one list.
+    return [
+        (i, s, set(content_terms(s)) & weight.keys())
+        for i, text in enumerate(evidence)
+        for s in sentences(text)
+    ]
+
+
+def _best_sentence(weight: dict[str, float], matched: SentenceTerms) -> tuple[float, str]:
+    total = sum(weight.values())
+    best, best_sentence = 0.0, ""
+    for _, s, terms in matched:
+        score = sum(w for t, w in weight.items() if t in terms) / total
+        if score > best:
+            best, best_sentence = score, s
+    return best, best_sentence
+
+
+def _best_pair(weight: dict[str, float], matched: SentenceTerms) -> float:
+    scored = sorted(
+        ((sum(weight[t] for t in terms), terms) for _, _, terms in matched),
+        key=lambda st: st[0],
+        reverse=True,
+    )
+    held: set[str] = set()
+    for _, terms in scored[:2]:
+        held |= terms
+    return sum(weight[t] for t in held) / sum(weight.values())
+
+
 def best_sentence_alignment(query: str, evidence: Sequence[str]) -> tuple[float, str]:
     """IDF-weighted share of the query's terms found in the single best evidence sentence.
 
@@ -116,15 +151,7 @@ def best_sentence_alignment(query: str, evidence: Sequence[str]) -> tuple[float,
     weight = _question_weights(query)
     if not weight:
         return 0.0, ""
-    total = sum(weight.values())
-    best, best_sentence = 0.0, ""
-    for text in evidence:
-        for s in sentences(text):
-            terms = set(content_terms(s))
-            score = sum(w for t, w in weight.items() if t in terms) / total
-            if score > best:
-                best, best_sentence = score, s
-    return best, best_sentence
+    return _best_sentence(weight, _sentence_terms(weight, evidence))
 
 
 def pair_coverage(query: str, evidence: Sequence[str]) -> float:
@@ -137,16 +164,7 @@ def pair_coverage(query: str, evidence: Sequence[str]) -> float:
     weight = _question_weights(query)
     if not weight:
         return 0.0
-    scored = []
-    for text in evidence:
-        for s in sentences(text):
-            terms = set(content_terms(s)) & weight.keys()
-            scored.append((sum(weight[t] for t in terms), terms))
-    scored.sort(key=lambda st: st[0], reverse=True)
-    held: set[str] = set()
-    for _, terms in scored[:2]:
-        held |= terms
-    return sum(weight[t] for t in held) / sum(weight.values())
+    return _best_pair(weight, _sentence_terms(weight, evidence))
 
 
 def compute_signals(
@@ -165,13 +183,15 @@ def compute_signals(
     evidence = [c.text for c in candidates[:evidence_k]]
     q_terms = max(1, len(content_terms(query)))
     coverage, missing = facet_coverage(query, evidence) if candidates else (0.0, facets(query))
-    alignment, best = best_sentence_alignment(query, evidence)
-    pair = pair_coverage(query, evidence)
-    # The same two measures on the top candidate alone: other candidates can lend the terms a
+    weight = _question_weights(query)
+    matched = _sentence_terms(weight, evidence) if weight else []
+    alignment = _best_sentence(weight, matched)[0] if weight else 0.0
+    pair = _best_pair(weight, matched) if weight else 0.0
+    # The same measures on the top candidate alone: other candidates can lend the terms a
     # near miss lacks, but only the top one is usually quoted as the answer.
     top_text = evidence[:1]
     top_coverage = facet_coverage(query, top_text)[0] if top_text else 0.0
-    top_pair = pair_coverage(query, top_text)
+    top_pair = _best_pair(weight, [m for m in matched if m[0] == 0]) if weight else 0.0
     answer_type = expected_answer_type(query)
     type_found = any(has_answer_type(t, answer_type) for t in evidence) if evidence else False
     values = {
@@ -209,7 +229,6 @@ def compute_signals(
         "degraded_arms": float(degraded_arms),
         "query_terms": float(q_terms),
     }
-    del best
     return Signals(values, tuple(missing), answer_type)
 
 

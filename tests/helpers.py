@@ -9,6 +9,8 @@ import urllib.request
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
+import grpc
+
 from candor.runtime.server import RunningService, shutdown
 
 T = TypeVar("T")
@@ -85,3 +87,32 @@ def stack_env(data_dir: str, **extra: Any) -> dict[str, str]:
         env[f"CANDOR_{svc}__SERVER__DRAIN_DELAY_SECONDS"] = "0"
     env.update({k: str(v) for k, v in extra.items()})
     return env
+
+
+BIKES = "Road bicycle tyres run at 80 to 100 psi."
+"""One on-topic passage for gate tests: anything about, say, tax law is out of the KB."""
+
+
+def seed_bikes(stack: Stack, tenant: str = "t") -> None:
+    """Ingest the one-passage bicycle KB the gate tests ask against."""
+    from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
+
+    doc = retrieval_pb2.Document(document_id="bikes", title="Bicycles", text=BIKES)
+    with grpc.insecure_channel(stack.address("RetrievalService")) as ch:
+        retrieval_pb2_grpc.RetrievalServiceStub(ch).UpsertDocuments(
+            retrieval_pb2.UpsertDocumentsRequest(tenant=tenant, documents=[doc])
+        )
+
+
+def evaluate(
+    stack: Stack, query: str, language: str = "", tenant: str = "t", timeout: float = 10.0
+) -> Any:
+    """The gate's Evaluate decision for ``query``."""
+    from candor.gate.v1 import gate_pb2, gate_pb2_grpc
+
+    with grpc.insecure_channel(stack.address("GateService")) as ch:
+        reply = gate_pb2_grpc.GateServiceStub(ch).Evaluate(
+            gate_pb2.EvaluateRequest(tenant=tenant, query=query, language=language),
+            timeout=timeout,
+        )
+    return reply.decision

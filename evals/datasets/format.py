@@ -18,10 +18,10 @@ so a hand-written dataset can be fixed in one pass.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast, get_args
+from typing import Any, Literal, TypeVar, cast, get_args
 
 Kind = Literal["answerable", "topic_absent", "near_miss", "unanswerable"]
 """What a question tests. ``unanswerable`` is the default for a negative whose kind is not given."""
@@ -266,32 +266,35 @@ def _check_unique(
     return first
 
 
-def _read_corpus(path: Path, problems: list[str]) -> list[tuple[Passage, str]]:
-    out = []
+_Item = TypeVar("_Item")
+
+
+def _read(
+    path: Path,
+    what: str,
+    parse: Callable[[dict[str, Any], str, list[str]], _Item | None],
+    problems: list[str],
+) -> list[tuple[_Item, str]]:
+    """Parse every row of ``path`` with ``parse``; ids must be unique across the file."""
+    out: list[tuple[_Item, str]] = []
     ids = []
     for n, row in _rows(path, problems):
         where = f"{path}:{n}"
         if isinstance(row.get("id"), str):
             ids.append((row["id"], where))
-        passage = _parse_passage(row, where, problems)
-        if passage is not None:
-            out.append((passage, where))
-    _check_unique(ids, "passage", problems)
+        item = parse(row, where, problems)
+        if item is not None:
+            out.append((item, where))
+    _check_unique(ids, what, problems)
     return out
+
+
+def _read_corpus(path: Path, problems: list[str]) -> list[tuple[Passage, str]]:
+    return _read(path, "passage", _parse_passage, problems)
 
 
 def _read_questions(path: Path, problems: list[str]) -> list[tuple[Question, str]]:
-    out = []
-    ids = []
-    for n, row in _rows(path, problems):
-        where = f"{path}:{n}"
-        if isinstance(row.get("id"), str):
-            ids.append((row["id"], where))
-        question = _parse_question(row, where, problems)
-        if question is not None:
-            out.append((question, where))
-    _check_unique(ids, "question", problems)
-    return out
+    return _read(path, "question", _parse_question, problems)
 
 
 def load_corpus(path: Path | str) -> list[Passage]:

@@ -11,9 +11,8 @@ import pytest
 
 from candor.cli.stack import start_stack
 from candor.gate.v1 import gate_pb2, gate_pb2_grpc
-from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from candor.settings import load_settings
-from tests.helpers import Stack, metric_value, scrape, stack_env
+from tests.helpers import Stack, evaluate, metric_value, scrape, seed_bikes, stack_env
 
 ACTIVE_V1 = 'version: "cfg-1"\npolicy: seed000\n'
 ACTIVE_V2 = 'version: "cfg-2"\npolicy: seed000\nseed000: {chunk_floor: 0, answer_gate: 0}\n'
@@ -34,29 +33,14 @@ def gate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Path
         CANDOR_GATE__POLICY_POLL_SECONDS="0.1",
     )
     stack = Stack(lambda: start_stack(load_settings(env=env)))
-    with grpc.insecure_channel(stack.address("RetrievalService")) as ch:
-        retrieval_pb2_grpc.RetrievalServiceStub(ch).UpsertDocuments(
-            retrieval_pb2.UpsertDocumentsRequest(
-                tenant="t",
-                documents=[
-                    retrieval_pb2.Document(
-                        document_id="bikes",
-                        title="Bicycles",
-                        text="Road bicycle tyres run at 80 to 100 psi.",
-                    ),
-                ],
-            )
-        )
+    seed_bikes(stack)
     yield stack, policy
     stack.stop()
 
 
 def _evaluate(stack: Stack, query: str = QUESTION, language: str = "") -> gate_pb2.Decision:
-    with grpc.insecure_channel(stack.address("GateService")) as ch:
-        reply = gate_pb2_grpc.GateServiceStub(ch).Evaluate(
-            gate_pb2.EvaluateRequest(tenant="t", query=query, language=language)
-        )
-    return reply.decision
+    decision: gate_pb2.Decision = evaluate(stack, query, language)
+    return decision
 
 
 def test_shadow_is_evaluated_beside_the_active_version_and_counted(

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import grpc
 import pytest
 
 from candor.cli.stack import start_stack
-from candor.gate.v1 import gate_pb2, gate_pb2_grpc
-from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
+from candor.gate.v1 import gate_pb2
 from candor.settings import load_settings
 from gate_svc.refusal import DEFAULT_MESSAGES
-from tests.helpers import Stack, metric_value, scrape, stack_env
+from tests.helpers import Stack, evaluate, metric_value, scrape, seed_bikes, stack_env
 from tests.llm.server import FakeLLM, fake_llm
 from tests.rerank.fakes import oa_completion, oa_error
 
@@ -35,29 +33,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Fak
             CANDOR_GATE__TRANSLATION__MODEL="small",
         )
         s = Stack(lambda: start_stack(load_settings(env=env)))
-        with grpc.insecure_channel(s.address("RetrievalService")) as ch:
-            retrieval_pb2_grpc.RetrievalServiceStub(ch).UpsertDocuments(
-                retrieval_pb2.UpsertDocumentsRequest(
-                    tenant="t",
-                    documents=[
-                        retrieval_pb2.Document(
-                            document_id="bikes",
-                            title="Bicycles",
-                            text="Road bicycle tyres run at 80 to 100 psi.",
-                        )
-                    ],
-                )
-            )
+        seed_bikes(s)
         yield s, llm
         s.stop()
-
-
-def evaluate(stack: Stack, query: str) -> gate_pb2.Decision:
-    with grpc.insecure_channel(stack.address("GateService")) as ch:
-        reply = gate_pb2_grpc.GateServiceStub(ch).Evaluate(
-            gate_pb2.EvaluateRequest(tenant="t", query=query), timeout=10
-        )
-    return reply.decision
 
 
 def translations(stack: Stack, outcome: str) -> float:
