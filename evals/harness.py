@@ -24,7 +24,7 @@ from typing import Any
 from candor.settings import Settings
 from evals.answers import AnswerCheck, check
 from evals.datasets.format import Dataset, Question, load_dataset
-from gate_svc.policy import PolicyConfig, decide, parse_policy
+from gate_svc.policy import Decision, PolicyConfig, decide, parse_policy
 from gate_svc.signals import CandidateView, compute_signals
 from generator_svc.llm.base import EvidenceItem, LLMBackend
 from retrieval_svc.embed.factory import open_embedders
@@ -55,6 +55,29 @@ def load_corpus(dataset: Dataset) -> list[SourceDocument]:
 RESCORABLE = frozenset({"seed001", "seed003", "seed004", "calibrated"})
 
 
+def row_head(q: Question) -> dict[str, Any]:
+    """The question's own fields, first in every row (in-process and ``--target``)."""
+    return {
+        "id": q.id,
+        "question": q.question,
+        "answerable": q.answerable,
+        "kind": q.kind,
+        "split": q.split or "test",
+        "gold_ids": list(q.gold_ids),
+    }
+
+
+def decision_entry(d: Decision) -> dict[str, Any]:
+    """One policy's decision as a row stores it."""
+    return {
+        "outcome": d.outcome,
+        "confidence": d.confidence,
+        "reason": d.reason,
+        "tier": d.tier,
+        "evidence": sorted({e.document_id for e in d.evidence}),
+    }
+
+
 def rescore(rows: Sequence[dict[str, Any]], config: PolicyConfig, name: str) -> None:
     """Add ``name``'s decision to each row from its saved signals, without re-retrieving.
 
@@ -73,13 +96,7 @@ def rescore(rows: Sequence[dict[str, Any]], config: PolicyConfig, name: str) -> 
         ]
         signals = Signals(dict(row["signals"]), tuple(row.get("missing_facets", ())), "")
         d = POLICIES[config.policy](candidates, signals, config, None)
-        row["policies"][name] = {
-            "outcome": d.outcome,
-            "confidence": d.confidence,
-            "reason": d.reason,
-            "tier": d.tier,
-            "evidence": sorted({e.document_id for e in d.evidence}),
-        }
+        row["policies"][name] = decision_entry(d)
 
 
 def _views(result: RetrievalResult) -> list[CandidateView]:
@@ -118,27 +135,14 @@ def evaluate_row(
 ) -> dict[str, Any]:
     """One question's signals and every policy's decision, as a JSON-ready row."""
     signals = compute_signals(candidates, q.question)
-    row: dict[str, Any] = {
-        "id": q.id,
-        "question": q.question,
-        "answerable": q.answerable,
-        "kind": q.kind,
-        "split": q.split or "test",
-        "gold_ids": list(q.gold_ids),
+    row: dict[str, Any] = row_head(q) | {
         "signals": signals.values,
         "missing_facets": list(signals.missing_facets),
         "ranked": recall,
         "policies": {},
     }
     for name, config in policies.items():
-        d = decide(candidates, config, q.question)
-        row["policies"][name] = {
-            "outcome": d.outcome,
-            "confidence": d.confidence,
-            "reason": d.reason,
-            "tier": d.tier,
-            "evidence": sorted({e.document_id for e in d.evidence}),
-        }
+        row["policies"][name] = decision_entry(decide(candidates, config, q.question))
     # "Always answer" has no opinion: one constant score, so its AUROC is 0.5 by construction.
     if "always_answer" in row["policies"]:
         row["policies"]["always_answer"]["confidence"] = 1.0

@@ -38,7 +38,7 @@ from candor.common.v1 import evidence_pb2
 from candor.gate.v1 import gate_pb2, gate_pb2_grpc
 from candor.retrieval.v1 import retrieval_pb2
 from evals.datasets.format import CORPUS_FILE, Dataset, Question, load_dataset
-from evals.harness import BASELINES, RESCORABLE, TENANT, rescore
+from evals.harness import BASELINES, RESCORABLE, TENANT, rescore, row_head
 from gate_svc.policy import PolicyConfig, parse_policy
 
 #: Transient: the deployment is restarting, overloaded or rate-limiting; worth another try.
@@ -141,17 +141,6 @@ def evaluate(
     raise AssertionError("unreachable")
 
 
-def _head(q: Question) -> dict[str, Any]:
-    return {
-        "id": q.id,
-        "question": q.question,
-        "answerable": q.answerable,
-        "kind": q.kind,
-        "split": q.split or "test",
-        "gold_ids": list(q.gold_ids),
-    }
-
-
 @dataclass(frozen=True)
 class Extra:
     """A config decided from the saved signals; ``alias`` is its name if the deployment's
@@ -171,7 +160,7 @@ def row_for(q: Question, d: gate_pb2.Decision, extra: Sequence[Extra] = ()) -> d
     hybrid = list(dict.fromkeys(e.document_id for e in d.evidence))
     evidence = sorted(set(hybrid))
     hits = signals.get("hits", 0.0) > 0
-    row = _head(q) | {
+    row = row_head(q) | {
         "signals": signals,
         "missing_facets": list(d.missing_facets),
         "ranked": {"hybrid": hybrid},
@@ -263,11 +252,11 @@ def run(
             except grpc.RpcError as exc:
                 with lock:
                     summary.errors[exc.code().name] += 1  # type: ignore[attr-defined]
-                return _head(q) | {"error": _describe(exc)}
+                return row_head(q) | {"error": _describe(exc)}
             except Unusable as exc:
                 with lock:
                     summary.errors[exc.code] += 1
-                return _head(q) | {"error": str(exc)}
+                return row_head(q) | {"error": str(exc)}
             with lock:
                 summary.policy_versions[row["deployment"]["policy_version"]] += 1
                 summary.degraded += row["deployment"]["degraded"]
