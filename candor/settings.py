@@ -175,6 +175,8 @@ class RetrievalSettings:
     hypothetical: HypotheticalSettings = HypotheticalSettings()
     embed_precision: str = "q8"
     """minilm only: q8 (dynamic int8, derived once from the wheel and cached) or fp32."""
+    model_cache: str = ""
+    """Where the derived q8 graph is cached; empty: ``$XDG_CACHE_HOME/candor/models``."""
 
 
 @dataclass(frozen=True)
@@ -297,6 +299,8 @@ class GeneratorSettings:
 @dataclass(frozen=True)
 class Settings:
     data_dir: str = "data"
+    model_cache: str = ""
+    """Derived model graphs (``CANDOR_MODEL_CACHE``, as the image sets it); see retrieval."""
     log_level: str = "INFO"
     auth: AuthSettings = AuthSettings(enabled=False)
     retrieval: RetrievalSettings = field(default_factory=RetrievalSettings)
@@ -411,8 +415,9 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         data = loaded
     data = _deep_merge(data, _env_overrides(env))
     # Keep the per-service data dirs under the one top-level data_dir unless set explicitly.
-    if "data_dir" in data:
-        data.setdefault("retrieval", {}).setdefault("data_dir", data["data_dir"])
+    for shared in ("data_dir", "model_cache"):
+        if shared in data:
+            data.setdefault("retrieval", {}).setdefault(shared, data[shared])
     settings: Settings = _build(Settings, data, "settings")
     _validate(settings)
     return settings

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from candor.settings import RetrievalSettings
 from retrieval_svc.embed.base import Embedder
 
@@ -32,5 +34,6 @@ def open_embedders(settings: RetrievalSettings) -> tuple[Embedder, Embedder]:
     m2 = MiniLMEmbedder(
         threads=settings.embed_threads,
         precision="fp32" if settings.embed_precision == "fp32" else "q8",
+        cache_dir=Path(settings.model_cache) if settings.model_cache else None,
     )
     return m2, m2

@@ -32,7 +32,11 @@ def source_model() -> Path:
 
 
 def default_cache_dir() -> Path:
-    """``CANDOR_MODEL_CACHE`` if set, else ``$XDG_CACHE_HOME/candor/models`` (``~/.cache``)."""
+    """``CANDOR_MODEL_CACHE`` if set, else ``$XDG_CACHE_HOME/candor/models`` (``~/.cache``).
+
+    The services pass ``retrieval.model_cache`` (the same variable, read as a setting); this
+    default serves callers without settings, such as the image build's warm-up.
+    """
     explicit = os.environ.get("CANDOR_MODEL_CACHE")
     if explicit:
         return Path(explicit)

@@ -94,3 +94,13 @@ def test_cache_dir_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_pat
 def test_unknown_precision_is_rejected(cache: Path) -> None:
     with pytest.raises(ValueError, match="precision"):
         minilm_model.model_path("fp16", cache)  # type: ignore[arg-type]
+
+
+def test_the_services_derive_into_the_configured_model_cache(tmp_path: Path) -> None:
+    from candor.settings import load_settings
+    from retrieval_svc.embed.factory import open_embedders
+
+    settings = load_settings(env={"CANDOR_MODEL_CACHE": str(tmp_path / "mc")})
+    docs, queries = open_embedders(settings.retrieval)
+    assert docs is queries and docs.name == NAMES["q8"]
+    assert [p.suffix for p in (tmp_path / "mc").iterdir()] == [".onnx"]

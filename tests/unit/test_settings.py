@@ -245,3 +245,10 @@ def test_llm_features_from_env() -> None:
 def test_invalid_llm_feature_settings_are_rejected(env: dict[str, str], match: str) -> None:
     with pytest.raises(SettingsError, match=match):
         load_settings(env=env)
+
+
+def test_the_model_cache_variable_is_a_setting_shared_with_retrieval() -> None:
+    # The image sets CANDOR_MODEL_CACHE; as an unknown top-level key it used to stop start-up.
+    s = load_settings(env={"CANDOR_MODEL_CACHE": "/opt/candor/models"})
+    assert s.model_cache == s.retrieval.model_cache == "/opt/candor/models"
+    assert load_settings(env={}).retrieval.model_cache == ""
