@@ -203,6 +203,22 @@ class RerankerSettings:
 
 
 @dataclass(frozen=True)
+class ReaderSettings:
+    """The bundled evidence reader (gate_svc.reader): does a top chunk answer the question."""
+
+    enabled: bool = True
+    """Off: the ``reader`` signal is never computed; a policy that weighs it then refuses."""
+    top_k: int = 2
+    """Top candidates (by fused rank) the reader reads per decision."""
+    threads: int = 1
+    """ONNX Runtime threads for the reader; reads are serialised, one at a time."""
+    model_path: str = ""
+    """Another reader file of the same shape; empty means the packaged one."""
+    timeout_seconds: float = 0.5
+    """Per decision, capped by the caller's deadline; on timeout ``reader_fallback`` is set."""
+
+
+@dataclass(frozen=True)
 class TranslationSettings(ChatEndpointSettings):
     """Refusal messages for languages the table lacks, translated from English (optional)."""
 
@@ -237,6 +253,7 @@ class GateSettings:
     generation_timeout_seconds: float = 30.0
     max_query_chars: int = 2000
     reranker: RerankerSettings = RerankerSettings()
+    reader: ReaderSettings = ReaderSettings()
     translation: TranslationSettings = TranslationSettings()
 
 
@@ -459,6 +476,9 @@ def _validate(s: Settings) -> None:
         (s.gate.reranker.timeout_seconds > 0, "gate.reranker.timeout_seconds must be > 0"),
         (s.gate.reranker.max_candidates >= 1, "gate.reranker.max_candidates must be >= 1"),
         (s.gate.reranker.max_retries >= 0, "gate.reranker.max_retries must be >= 0"),
+        (1 <= s.gate.reader.top_k <= 10, "gate.reader.top_k must be within [1, 10]"),
+        (s.gate.reader.threads >= 1, "gate.reader.threads must be >= 1"),
+        (s.gate.reader.timeout_seconds > 0, "gate.reader.timeout_seconds must be > 0"),
         (
             not s.auth.enabled or bool(s.auth.keys),
             "auth.enabled needs at least one auth.keys entry",

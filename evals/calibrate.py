@@ -46,6 +46,7 @@ FEATURES: tuple[str, ...] = (
     "pair_coverage",
     "top_pair_coverage",
     "answer_type_found",
+    "reader",
 )
 #: Heavy-tailed scores enter as log(1 + x) so one huge BM25 score cannot dominate.
 LOG_FEATURES = frozenset({"top_bm25", "bm25_per_query_term", "rrf_ratio", "cosine_ratio"})

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import tempfile
 import time
@@ -25,6 +26,8 @@ from candor.settings import Settings
 from evals.answers import AnswerCheck, check
 from evals.datasets.format import Dataset, Question, load_dataset
 from gate_svc.policy import Decision, PolicyConfig, decide, parse_policy
+from gate_svc.reader import MODEL_PATH, EvidenceReader, shared_reader
+from gate_svc.reader_view import ReaderView, reader_texts
 from gate_svc.signals import CandidateView, compute_signals
 from generator_svc.llm.base import EvidenceItem, LLMBackend
 from retrieval_svc.embed.factory import open_embedders
@@ -132,9 +135,12 @@ def evaluate_row(
     policies: dict[str, PolicyConfig],
     recall: dict[str, list[str]],
     answer: AnswerCheck | None = None,
+    reader: ReaderView | None = None,
 ) -> dict[str, Any]:
     """One question's signals and every policy's decision, as a JSON-ready row."""
     signals = compute_signals(candidates, q.question)
+    if reader is not None:
+        signals.values.update(reader.signal_values())
     row: dict[str, Any] = row_head(q) | {
         "signals": signals.values,
         "missing_facets": list(signals.missing_facets),
@@ -142,7 +148,11 @@ def evaluate_row(
         "policies": {},
     }
     for name, config in policies.items():
-        row["policies"][name] = decision_entry(decide(candidates, config, q.question))
+        row["policies"][name] = decision_entry(
+            decide(candidates, config, q.question, reader=reader)
+        )
+    if reader is not None:
+        row["reader_scores"] = list(reader.scores)
     # "Always answer" has no opinion: one constant score, so its AUROC is 0.5 by construction.
     if "always_answer" in row["policies"]:
         row["policies"]["always_answer"]["confidence"] = 1.0
@@ -171,6 +181,7 @@ async def _run(
     progress: bool,
     backend: LLMBackend | None = None,
     max_evidence: int = 5,
+    reader: tuple[EvidenceReader, int] | None = None,
 ) -> None:
     with out.open("w", encoding="utf-8") as f:
         for i, q in enumerate(questions, start=1):
@@ -182,7 +193,12 @@ async def _run(
             }
             views = _views(result)
             answer = await _answer(backend, q, views, max_evidence)
-            f.write(json.dumps(evaluate_row(q, views, policies, recall, answer)) + "\n")
+            read = None
+            if reader is not None and views:
+                model, top_k = reader
+                read = ReaderView(tuple(model.score(q.question, reader_texts(views, top_k))))
+            row = evaluate_row(q, views, policies, recall, answer, read)
+            f.write(json.dumps(row) + "\n")
             if progress and (i % 100 == 0 or i == len(questions)):
                 print(f"\r  questions {i}/{len(questions)}", end="", file=sys.stderr, flush=True)
     if progress:
@@ -212,7 +228,7 @@ def run(
     for p in policy_files:
         config = parse_policy(p.read_text())
         policies[config.policy if config.policy not in policies else p.stem] = config
-    settings = load_settings(env={"CANDOR_RETRIEVAL__EMBEDDER": embedder})
+    settings = load_settings(env={**os.environ, "CANDOR_RETRIEVAL__EMBEDDER": embedder})
     docs_embedder, query_embedder = open_embedders(settings.retrieval)
     with tempfile.TemporaryDirectory() as tmp:
         kb = KnowledgeBase(
@@ -239,7 +255,12 @@ def run(
         if progress:
             print(f" ({time.perf_counter() - start:.0f} s)", file=sys.stderr)
         backend = _generator(settings) if answers else None
-        asyncio.run(_run(questions, kb, policies, out, progress, backend))
+        r = settings.gate.reader
+        reader = None
+        if r.enabled:
+            path = Path(r.model_path) if r.model_path else MODEL_PATH
+            reader = (shared_reader(path, r.threads), r.top_k)
+        asyncio.run(_run(questions, kb, policies, out, progress, backend, reader=reader))
         kb.close()
     return out
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from gate_svc.reader_view import ReaderView
 from gate_svc.refusal import DEFAULT_MESSAGES
 from gate_svc.rerank_view import RerankView
 from gate_svc.signals import CandidateView, Signals, compute_signals, distance_confidence, sigmoid
@@ -457,9 +458,12 @@ def decide(
     query: str = "",
     degraded_arms: int = 0,
     rerank: RerankView | None = None,
+    reader: ReaderView | None = None,
 ) -> Decision:
     """Compute every signal and apply the configured policy."""
     s = compute_signals(candidates, query, config.seed000.max_distance, degraded_arms=degraded_arms)
+    if reader is not None:
+        s.values.update(reader.signal_values())
     if rerank is not None:
         s.values["rerank_fallback"] = 1.0 if rerank.fallback else 0.0
         if rerank.scale:

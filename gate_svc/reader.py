@@ -1,0 +1,93 @@
+"""The evidence reader: does this chunk *answer* the question, not merely share its topic.
+
+A cross-encoder (the bundled MiniLM, fine-tuned on HaluEval-QA questions no report measures on;
+see :mod:`evals.reader_train`) shipped as a per-channel int8 ONNX file inside this package, so
+nothing is fetched at run time. The gate asks it about the top evidence chunks and uses the best
+probability as the ``reader`` signal; retrieval scores alone cannot tell a passage that answers
+from one on the same topic with the answer missing (the "near miss").
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Final
+
+import numpy as np
+import onnxruntime as ort
+
+from gate_svc.reader_view import ReaderView
+from retrieval_svc.embed.wordpiece import TOKENIZER_PATH
+
+__all__ = ["EvidenceReader", "ReaderView", "encode_pairs", "shared_reader"]
+
+log = logging.getLogger("candor.gate.reader")
+
+MODEL_PATH: Final = Path(__file__).with_name("models") / "reader-v1.onnx"
+MAX_QUESTION_TOKENS: Final = 48
+MAX_TOKENS: Final = 160
+"""Question + chunk + markers; an 80-token chunk with its heading fits whole."""
+
+
+@lru_cache(maxsize=1)
+def _tokenizer() -> object:
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(TOKENIZER_PATH))
+    tok.no_padding()
+    tok.no_truncation()
+    return tok
+
+
+def encode_pairs(questions: Sequence[str], evidence: Sequence[str]) -> dict[str, np.ndarray]:
+    """``[CLS] question [SEP] evidence [SEP]`` for each pair, padded to the longest (int64)."""
+    tok = _tokenizer()
+    q_enc = tok.encode_batch(list(questions), add_special_tokens=False)  # type: ignore[attr-defined]
+    e_enc = tok.encode_batch(list(evidence), add_special_tokens=False)  # type: ignore[attr-defined]
+    cls, sep = 101, 102
+    rows: list[tuple[list[int], int]] = []
+    for q, e in zip(q_enc, e_enc, strict=True):
+        q_ids = list(q.ids[:MAX_QUESTION_TOKENS])
+        e_ids = list(e.ids[: max(0, MAX_TOKENS - 3 - len(q_ids))])
+        rows.append(([cls, *q_ids, sep, *e_ids, sep], len(q_ids) + 2))
+    width = max((len(ids) for ids, _ in rows), default=0)
+    input_ids = np.zeros((len(rows), width), dtype=np.int64)
+    mask = np.zeros_like(input_ids)
+    types = np.zeros_like(input_ids)
+    for r, (ids, first) in enumerate(rows):
+        input_ids[r, : len(ids)] = ids
+        mask[r, : len(ids)] = 1
+        types[r, first : len(ids)] = 1
+    return {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": types}
+
+
+class EvidenceReader:
+    """Scores (question, chunk) pairs with the shipped reader; thread-safe."""
+
+    def __init__(self, path: Path = MODEL_PATH, threads: int = 1) -> None:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self._lock = threading.Lock()
+        self.path = path
+
+    def score(self, question: str, texts: Sequence[str]) -> list[float]:
+        """Probability that each text answers ``question`` (empty ``texts`` → ``[]``)."""
+        if not texts:
+            return []
+        feed = encode_pairs([question] * len(texts), texts)
+        # One run at a time: concurrent runs on 2 cores only fight over the same threads.
+        with self._lock:
+            (logits,) = self._session.run(["logit"], feed)
+        return [float(p) for p in 1.0 / (1.0 + np.exp(-np.asarray(logits, dtype=np.float64)))]
+
+
+@lru_cache(maxsize=4)
+def shared_reader(path: Path = MODEL_PATH, threads: int = 1) -> EvidenceReader:
+    """One session per (file, threads) per process: the graph is loaded once."""
+    log.info("loading the evidence reader", extra={"path": str(path)})
+    return EvidenceReader(path, threads)

