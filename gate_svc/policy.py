@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from gate_svc.reader_view import ReaderView
+from gate_svc.reader_view import READER_SIGNALS, ReaderView, weighs_reader
 from gate_svc.refusal import DEFAULT_MESSAGES
 from gate_svc.rerank_view import RerankView
 from gate_svc.signals import CandidateView, Signals, compute_signals, distance_confidence, sigmoid
@@ -469,6 +469,34 @@ def decide(
         if rerank.scale:
             s.values["rerank_top_scale"] = float(max(rerank.scale.values()))
     return POLICIES[config.policy](candidates, s, config, rerank)
+
+
+def uses_reader(config: PolicyConfig) -> bool:
+    """Whether ``config`` weighs a reader signal (else the gate never reads)."""
+    return config.policy == "calibrated" and weighs_reader(config.calibrated.coefficients)
+
+
+def reading_can_pass(
+    candidates: Sequence[CandidateView],
+    config: PolicyConfig,
+    query: str = "",
+    degraded_arms: int = 0,
+    rerank: RerankView | None = None,
+) -> bool:
+    """Whether reading the evidence could let this decision pass.
+
+    A calibrated policy is monotone in a reader signal it weighs positively, so if even a
+    certain "it answers" (1.0) leaves the decision refused, the ~10 ms per chunk read can be
+    skipped: the outcome is already known. Such a refusal's confidence is then computed without
+    the reader, a lower bound.
+    """
+    c = config.calibrated
+    if not uses_reader(config):
+        return False
+    if any(c.coefficients.get(name, 0.0) < 0 for name in READER_SIGNALS):
+        return True
+    best = decide(candidates, config, query, degraded_arms, rerank, ReaderView((1.0,)))
+    return best.outcome == PASS
 
 
 def policy_thresholds(config: PolicyConfig) -> dict[str, float]:

@@ -18,6 +18,8 @@ class ReaderView:
     """Probability per top candidate, in fused-rank order."""
     error: str = ""
     """Why the reader could not score (the decision then carries ``reader_fallback``)."""
+    skipped: bool = False
+    """Not read: even a perfect reading would not have let the decision pass."""
 
     def signal_values(self) -> dict[str, float]:
         """``reader`` (best of the top chunks), ``reader_top1`` and ``reader_fallback``.
@@ -26,6 +28,8 @@ class ReaderView:
         refuses rather than trust retrieval scores it was fitted to distrust.
         """
         out = {"reader_fallback": 1.0 if self.error else 0.0}
+        if self.skipped:
+            out["reader_skipped"] = 1.0
         if self.scores:
             out["reader"] = max(self.scores)
             out["reader_top1"] = self.scores[0]

@@ -40,10 +40,12 @@ from gate_svc.policy import (
     arms_unavailable,
     decide,
     policy_thresholds,
+    reading_can_pass,
+    uses_reader,
 )
 from gate_svc.policy_store import Loaded, PolicyStore
 from gate_svc.reader import EvidenceReader, shared_reader
-from gate_svc.reader_view import ReaderView, reader_texts, weighs_reader
+from gate_svc.reader_view import ReaderView, reader_texts
 from gate_svc.refusal import detect_language, localized_refusal, refusal_message
 from gate_svc.rerank import build_reranker
 from gate_svc.rerank_view import RerankView
@@ -126,6 +128,11 @@ class GateMetrics:
             "candor_gate_reader_seconds",
             "Evidence reader latency per decision that reads.",
             buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.reader_skips = Counter(
+            "candor_gate_reader_skips_total",
+            "Decisions not read because even a certain reading would have refused.",
             registry=r,
         )
         self.reader_fallbacks = Counter(
@@ -271,7 +278,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
         rerank = await self._rerank(query, candidates, context)
         shadow = self._policies.shadow
         shadow_policy = shadow.config.for_tenant(tenant) if shadow is not None else None
-        reader = await self._read(query, candidates, (policy, shadow_policy), context)
+        reader = await self._read(query, candidates, (policy, shadow_policy), down, rerank, context)
         t0 = time.perf_counter()
         decision = decide(candidates, policy, query, down, rerank, reader)
         self._m.decide_seconds.observe(time.perf_counter() - t0)
@@ -334,14 +341,18 @@ class GateServicer(pb_grpc.GateServiceServicer):
         query: str,
         candidates: list[CandidateView],
         policies: tuple[PolicyConfig | None, ...],
+        down: int,
+        rerank: RerankView | None,
         context: grpc.aio.ServicerContext,
     ) -> ReaderView | None:
-        """The reader's scores for the top chunks, when a policy in play weighs them."""
-        if not candidates or not any(
-            p is not None and p.policy == "calibrated" and weighs_reader(p.calibrated.coefficients)
-            for p in policies
-        ):
+        """The reader's scores for the top chunks, when a policy in play weighs them and a
+        reading could still let the decision pass."""
+        weighing = [p for p in policies if p is not None and uses_reader(p)]
+        if not candidates or not weighing:
             return None
+        if not any(reading_can_pass(candidates, p, query, down, rerank) for p in weighing):
+            self._m.reader_skips.inc()
+            return ReaderView(skipped=True)
         if self._reader is None:
             self._m.reader_fallbacks.labels("DISABLED").inc()
             return ReaderView(error="the evidence reader is disabled (gate.reader.enabled)")

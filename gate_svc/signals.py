@@ -264,6 +264,7 @@ SIGNAL_NAMES = frozenset(
         "reader",
         "reader_top1",
         "reader_fallback",
+        "reader_skipped",
     }
 )
 

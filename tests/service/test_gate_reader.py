@@ -108,3 +108,33 @@ def test_an_unreadable_reader_file_stops_start_up(tmp_path: Path) -> None:
     bad.write_bytes(b"not an onnx graph")
     with pytest.raises(SettingsError, match=r"gate\.reader"):
         _stack(tmp_path, READER_POLICY, CANDOR_GATE__READER__MODEL_PATH=str(bad))
+
+
+#: Weighs the reader, but a low top cosine outweighs even a certain reading.
+GATED_POLICY = """\
+version: reader-gated-1
+policy: calibrated
+calibrated:
+  bias: 0.0
+  coefficients: {reader: 2.0, top_cosine: 40.0}
+  means: {reader: 0.5, top_cosine: 0.6}
+  scales: {reader: 1.0, top_cosine: 1.0}
+tiers: {confident: 0.9, uncertain: 0.5}
+"""
+
+
+def test_the_read_is_skipped_when_even_a_certain_reading_would_refuse(tmp_path: Path) -> None:
+    stack = _stack(tmp_path, GATED_POLICY)
+    try:
+        off = _evaluate(stack, "Which striker scored the most goals in the 1994 World Cup?")
+        on = _evaluate(stack, "What causes two high tides every day?")
+        text = scrape(stack.metrics_port("GateService"))
+    finally:
+        stack.stop()
+    off_signals = {s.name: s.value for s in off.signals}
+    on_signals = {s.name: s.value for s in on.signals}
+    assert off.outcome == gate_pb2.OUTCOME_REFUSE
+    assert off_signals["reader_skipped"] == 1.0 and "reader" not in off_signals
+    assert "reader_skipped" not in on_signals and "reader" in on_signals
+    assert metric_value(text, "candor_gate_reader_skips_total", {}) == 1
+    assert metric_value(text, "candor_gate_reader_seconds_count", {}) == 1

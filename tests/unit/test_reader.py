@@ -97,3 +97,28 @@ def test_view_signals_and_texts() -> None:
     assert reader_texts([c, c], 1) == ["Tides\nTwo a day."]
     assert weighs_reader({"reader": 1.0, "top_cosine": 2.0})
     assert not weighs_reader({"top_cosine": 2.0, "reader": 0.0})
+
+
+def test_reading_can_pass_only_when_a_certain_reading_would_pass() -> None:
+    from gate_svc.policy import parse_policy, reading_can_pass, uses_reader
+
+    policy = parse_policy(
+        "version: r1\npolicy: calibrated\ncalibrated:\n  bias: 0.0\n"
+        "  coefficients: {reader: 2.0, top_cosine: 40.0}\n"
+        "  means: {reader: 0.5, top_cosine: 0.6}\n  scales: {reader: 1.0, top_cosine: 1.0}\n"
+    )
+    assert uses_reader(policy)
+
+    def cand(cosine: float) -> CandidateView:
+        return CandidateView("c", "p", "d", "", "text", 1, cosine, 1.0, 0.03, 1, True)
+
+    assert not reading_can_pass([cand(0.2)], policy, "q")
+    assert reading_can_pass([cand(0.8)], policy, "q")
+    negative = parse_policy(
+        "version: r2\npolicy: calibrated\ncalibrated:\n  bias: 0.0\n"
+        "  coefficients: {reader_top1: -1.0, top_cosine: 40.0}\n"
+        "  means: {top_cosine: 0.6}\n"
+    )
+    # Not monotone in the reader: never skip.
+    assert reading_can_pass([cand(0.2)], negative, "q")
+    assert not uses_reader(parse_policy("version: s\npolicy: seed000\n"))
