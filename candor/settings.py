@@ -208,8 +208,10 @@ class ReaderSettings:
 
     enabled: bool = True
     """Off: the ``reader`` signal is never computed; a policy that weighs it then refuses."""
-    top_k: int = 2
-    """Top candidates (by fused rank) the reader reads per decision."""
+    top_k: int = 1
+    """Top candidates (by fused rank) the reader reads per decision. One: in 5-fold CV on the
+    HaluEval train split, reading the top chunk separated best (AUROC 0.872; 0.870 at 2, 0.864
+    at 3) and costs one read."""
     threads: int = 1
     """ONNX Runtime threads for the reader; reads are serialised, one at a time."""
     model_path: str = ""

@@ -166,7 +166,7 @@ def evaluate(model: Reader, pairs: list[reader_data.Pair], batch: int = 64) -> d
             scores += model(**_batch(pairs[s : s + batch])).tolist()
     out: dict[str, Any] = {"n": len(pairs)}
     pos = [sc for sc, p in zip(scores, pairs, strict=True) if p.label == "answers"]
-    for label in ("near_miss", "off_topic"):
+    for label in sorted({p.label for p in pairs} - {"answers"}):
         neg = [sc for sc, p in zip(scores, pairs, strict=True) if p.label == label]
         if pos and neg:
             y = [1] * len(pos) + [0] * len(neg)

@@ -84,6 +84,21 @@ def test_no_evaluated_question_or_its_passage_reaches_training(
     held_passages = {by_line[n].passage_key for n in evaluated}
     assert not {by_line[n].passage_key for n in trained} & held_passages
     assert len(trained) > 3000
+    # Nor any evaluated passage's text, as evidence for another question: HaluEval reuses
+    # paragraphs with small edits, which whole-sentence grouping does not catch.
+    held_shingles = {
+        tuple(words[i : i + 8])
+        for n in evaluated
+        for words in [by_line[n].original.split()]
+        for i in range(len(words) - 7)
+    }
+    borrowed = [
+        p
+        for p in pairs
+        for words in [p.evidence.split()]
+        if any(tuple(words[i : i + 8]) in held_shingles for i in range(len(words) - 7))
+    ]
+    assert not borrowed, borrowed[:3]
     path = tmp_path / "pairs.jsonl"
     reader_data.write_pairs(pairs[:50], path)
     assert reader_data.read_pairs(path) == pairs[:50]

@@ -61,14 +61,25 @@ def _stack(tmp_path: Path, policy: str, **env: str) -> Stack:
     return Stack(lambda: start_stack(settings))
 
 
-def test_a_policy_that_weighs_the_reader_gets_its_reading(tmp_path: Path) -> None:
-    stack = _stack(tmp_path, READER_POLICY)
+def _decide(
+    tmp_path: Path, policy: str, *queries: str, **env: str
+) -> tuple[list[gate_pb2.Decision], str]:
+    """Each query's decision on a fresh stack, and the gate's metrics afterwards."""
+    stack = _stack(tmp_path, policy, **env)
     try:
-        answered = _evaluate(stack, "What causes two high tides every day?")
-        missing = _evaluate(stack, "How high was the highest tide ever recorded in Canada?")
-        text = scrape(stack.metrics_port("GateService"))
+        decisions = [_evaluate(stack, q) for q in queries]
+        return decisions, scrape(stack.metrics_port("GateService"))
     finally:
         stack.stop()
+
+
+def test_a_policy_that_weighs_the_reader_gets_its_reading(tmp_path: Path) -> None:
+    (answered, missing), text = _decide(
+        tmp_path,
+        READER_POLICY,
+        "What causes two high tides every day?",
+        "Who discovered that the Moon causes tides?",
+    )
     a = {s.name: s.value for s in answered.signals}
     m = {s.name: s.value for s in missing.signals}
     assert a["reader_fallback"] == 0.0
@@ -79,12 +90,12 @@ def test_a_policy_that_weighs_the_reader_gets_its_reading(tmp_path: Path) -> Non
 
 
 def test_without_the_reader_a_policy_that_weighs_it_refuses_and_says_so(tmp_path: Path) -> None:
-    stack = _stack(tmp_path, READER_POLICY, CANDOR_GATE__READER__ENABLED="false")
-    try:
-        d = _evaluate(stack, "What causes two high tides every day?")
-        text = scrape(stack.metrics_port("GateService"))
-    finally:
-        stack.stop()
+    (d,), text = _decide(
+        tmp_path,
+        READER_POLICY,
+        "What causes two high tides every day?",
+        CANDOR_GATE__READER__ENABLED="false",
+    )
     signals = {s.name: s.value for s in d.signals}
     assert signals["reader_fallback"] == 1.0
     assert "reader" not in signals
@@ -93,12 +104,9 @@ def test_without_the_reader_a_policy_that_weighs_it_refuses_and_says_so(tmp_path
 
 
 def test_a_policy_that_ignores_the_reader_never_runs_it(tmp_path: Path) -> None:
-    stack = _stack(tmp_path, 'version: "s0"\npolicy: seed000\n')
-    try:
-        d = _evaluate(stack, "What causes two high tides every day?")
-        text = scrape(stack.metrics_port("GateService"))
-    finally:
-        stack.stop()
+    (d,), text = _decide(
+        tmp_path, 'version: "s0"\npolicy: seed000\n', "What causes two high tides every day?"
+    )
     assert not {s.name for s in d.signals} & {"reader", "reader_top1", "reader_fallback"}
     assert (metric_value(text, "candor_gate_reader_seconds_count", {}) or 0) == 0
 
@@ -124,13 +132,12 @@ tiers: {confident: 0.9, uncertain: 0.5}
 
 
 def test_the_read_is_skipped_when_even_a_certain_reading_would_refuse(tmp_path: Path) -> None:
-    stack = _stack(tmp_path, GATED_POLICY)
-    try:
-        off = _evaluate(stack, "Which striker scored the most goals in the 1994 World Cup?")
-        on = _evaluate(stack, "What causes two high tides every day?")
-        text = scrape(stack.metrics_port("GateService"))
-    finally:
-        stack.stop()
+    (off, on), text = _decide(
+        tmp_path,
+        GATED_POLICY,
+        "Which striker scored the most goals in the 1994 World Cup?",
+        "What causes two high tides every day?",
+    )
     off_signals = {s.name: s.value for s in off.signals}
     on_signals = {s.name: s.value for s in on.signals}
     assert off.outcome == gate_pb2.OUTCOME_REFUSE

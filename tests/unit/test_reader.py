@@ -49,11 +49,23 @@ CASES = [
         "The Model Q kettle is made by Brightwell Appliances. It boils 1.7 litres and switches "
         "off automatically.",
     ),
-    (
+    pytest.param(
         "How long is the refund window for gift cards?",
         "Gift cards can be refunded within 14 days of purchase if they have not been used.",
         "Orders can be refunded within 30 days of delivery. Refunds go back to the original "
         "payment method.",
+        # A known limit of reader v1 (docs/evaluation.md): a chunk that answers the same kind of
+        # question for a *neighbouring* entity reads as an answer. Strict, so a reader that
+        # fixes it must move this case into the passing set.
+        marks=pytest.mark.xfail(strict=True, reason="reader v1 misreads a neighbouring entity"),
+    ),
+    pytest.param(
+        "How high was the highest tide ever recorded in Canada?",
+        "The highest tide recorded in Canada reached 16.3 metres, in the Bay of Fundy in 1869.",
+        "The Moon's gravity pulls the oceans, which causes two high tides every day. Spring "
+        "tides happen at new and full moon.",
+        # The same limit: the general chunk shares "high tides" and reads as the answer.
+        marks=pytest.mark.xfail(strict=True, reason="reader v1 misreads a general chunk"),
     ),
     (
         "What is the capital of the province where Lake Vire is located?",
