@@ -54,6 +54,8 @@ from gate_svc.translation import build_translator
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["GateService"].full_name
 log = logging.getLogger("candor.gate")
+#: Why a decision that weighs the reader got no reading (``reader_fallbacks`` label).
+READER_FALLBACK_REASONS = ("DISABLED", "DEADLINE", "TIMEOUT", "ERROR")
 
 _OUTCOMES = {PASS: pb.OUTCOME_PASS, REFUSE: pb.OUTCOME_REFUSE, CLARIFY: pb.OUTCOME_CLARIFY}
 _TIERS = {
@@ -141,6 +143,9 @@ class GateMetrics:
             ["reason"],
             registry=r,
         )
+        # Zero series from start-up: the dashboard and alerts see a rate of 0, not no data.
+        for reason in READER_FALLBACK_REASONS:
+            self.reader_fallbacks.labels(reason)
         self.reloads = Counter(
             "candor_gate_config_reloads_total",
             "Threshold config loads by role and result.",

@@ -159,7 +159,9 @@ def test_every_question_gets_a_row_in_the_in_process_schema(
     active = rows[0]["deployment"]["policy_name"]
     for row in rows:
         assert set(row) >= ROW_FIELDS and "error" not in row
-        assert set(calibrate.FEATURES) <= set(row["signals"])
+        # A deployed gate skips the read when even a certain reading would refuse.
+        assert set(calibrate.FEATURES) - {"reader"} <= set(row["signals"])
+        assert ("reader" in row["signals"]) != (row["signals"].get("reader_skipped") == 1.0)
         assert set(row["ranked"]) == {"hybrid"}
         assert set(row["policies"]) >= {active, "always_answer", "top1_cosine", "seed001"}
         assert set(row["policies"]) >= {"seed003", "seed004"}

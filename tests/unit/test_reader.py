@@ -34,6 +34,11 @@ def test_long_inputs_are_cut_to_the_window_keeping_both_segments() -> None:
 
 # Hand-written, not from HaluEval: each question with a chunk that answers it and one on the
 # same topic that does not.
+GIFT_CARDS = "Gift cards can be refunded within 14 days of purchase if they have not been used."
+ORDERS = (
+    "Orders can be refunded within 30 days of delivery. Refunds go back to the original "
+    "payment method."
+)
 CASES = [
     (
         "What year did the bridge over the Tamar open?",
@@ -49,15 +54,10 @@ CASES = [
         "The Model Q kettle is made by Brightwell Appliances. It boils 1.7 litres and switches "
         "off automatically.",
     ),
-    pytest.param(
+    (
         "How long is the refund window for gift cards?",
-        "Gift cards can be refunded within 14 days of purchase if they have not been used.",
-        "Orders can be refunded within 30 days of delivery. Refunds go back to the original "
-        "payment method.",
-        # A known limit of reader v1 (docs/evaluation.md): a chunk that answers the same kind of
-        # question for a *neighbouring* entity reads as an answer. Strict, so a reader that
-        # fixes it must move this case into the passing set.
-        marks=pytest.mark.xfail(strict=True, reason="reader v1 misreads a neighbouring entity"),
+        GIFT_CARDS,
+        ORDERS,
     ),
     pytest.param(
         "How high was the highest tide ever recorded in Canada?",
@@ -73,6 +73,15 @@ CASES = [
         "Lake Vire lies in the province of Ostmark. It is popular with anglers and sailors.",
     ),
 ]
+
+
+@pytest.mark.xfail(strict=True, reason="reader v1 misreads a neighbouring entity")
+def test_a_neighbouring_entity_does_not_read_as_an_answer() -> None:
+    # A known limit of reader v1 (docs/evaluation.md): it ranks the gift-card chunk first, but
+    # only just, and still reads the orders chunk as more likely an answer than not. Strict, so
+    # a reader that fixes it must turn this into a plain test.
+    (near,) = shared_reader().score("How long is the refund window for gift cards?", [ORDERS])
+    assert near < 0.5
 
 
 @pytest.mark.parametrize(("question", "answers", "near_miss"), CASES)
