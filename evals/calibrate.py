@@ -191,6 +191,15 @@ def main(argv: list[str] | None = None) -> int:
     rows = [r for r in read_rows(args.results) if r.get("split") == "train"]
     if not rows:
         raise SystemExit("no train-split rows: calibrate never fits on test questions")
+    skipped = sum(1 for r in rows if r["signals"].get("reader_skipped"))
+    if skipped:
+        # Rows from a deployed gate that did not read (a certain reading would still refuse)
+        # enter with reader = 0, its lower bound, which overstates the reader's weight.
+        print(
+            f"{args.results}: {skipped} train row(s) have no reading (reader_skipped); "
+            "to fit the reader's weight, run `candor eval run` in-process",
+            file=sys.stderr,
+        )
     fitted = fit(rows, args.target_far, args.confident_far)
     version = write_config(
         fitted, args.out, args.source or str(args.results), args.target_far, args.confident_far

@@ -147,3 +147,18 @@ def test_seed001_refit_learns_positive_weights_and_joins_the_report(tmp_path: Pa
     assert report.main([str(path), "--split", "test", "--json", str(out)]) == 0
     summary = json.loads(out.read_text())
     assert summary["policies"]["seed001_refit"]["auroc"] > 0.8
+
+
+def test_calibrate_says_when_train_rows_were_not_read(
+    rows: tuple[Path, list[dict[str, object]]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    tmp, data = rows
+    remote = [dict(r, signals=dict(r["signals"])) for r in data]  # type: ignore[call-overload]
+    skipped = [r for r in remote if r["split"] == "train"][:3]
+    for r in skipped:
+        r["signals"].pop("reader", None)
+        r["signals"]["reader_skipped"] = 1.0
+    path = tmp / "remote-rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in remote))
+    assert calibrate.main([str(path), "--out", str(tmp / "remote.yaml")]) == 0
+    assert "3 train row(s) have no reading" in capsys.readouterr().err
