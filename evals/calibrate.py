@@ -144,6 +144,19 @@ def fit_seed001(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
     return {"a": _sig(a), "b": _sig(b), "c": _sig(float(model.intercept_[0]))}
 
 
+def reader_model(rows: Sequence[dict[str, Any]]) -> str:
+    """The one evidence reader that scored these rows (``reader_model``), or ``""``.
+
+    Rows from a deployment (``--target``) do not say which reader it runs; rows scored by two
+    readers cannot be fitted as one signal.
+    """
+    models = {str(r.get("reader_model", "")) for r in rows if "reader" in r["signals"]}
+    known = sorted(models - {""})
+    if len(known) > 1:
+        raise SystemExit(f"rows were scored by several evidence readers: {known}")
+    return known[0] if known and "" not in models else ""
+
+
 def write_config(
     fitted: dict[str, Any], out: Path, source: str, target_far: float, confident_far: float
 ) -> str:
@@ -201,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
     fitted = fit(rows, args.target_far, args.confident_far)
+    model = reader_model(rows)
+    if model and fitted["calibrated"]["coefficients"].get("reader"):
+        fitted["calibrated"]["reader_model"] = model
     version = write_config(
         fitted, args.out, args.source or str(args.results), args.target_far, args.confident_far
     )

@@ -198,6 +198,8 @@ async def _run(
                 model, top_k = reader
                 read = ReaderView(tuple(model.score(q.question, reader_texts(views, top_k))))
             row = evaluate_row(q, views, policies, recall, answer, read)
+            if reader is not None:
+                row["reader_model"] = reader[0].digest
             f.write(json.dumps(row) + "\n")
             if progress and (i % 100 == 0 or i == len(questions)):
                 print(f"\r  questions {i}/{len(questions)}", end="", file=sys.stderr, flush=True)

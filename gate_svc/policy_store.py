@@ -34,8 +34,14 @@ class PolicyStore:
         path: str | Path | None,
         shadow_path: str | Path | None = None,
         on_reload: Callable[[str, str, str], None] | None = None,
+        check: Callable[[PolicyConfig], str | None] | None = None,
     ) -> None:
-        """Load both files now; an invalid file at start-up is fatal (PolicyError)."""
+        """Load both files now; an invalid file at start-up is fatal (PolicyError).
+
+        ``check`` returns why a parsed config cannot run in this process (e.g. it was fitted
+        on another evidence reader), or ``None``; such a config is invalid like any other.
+        """
+        self._check = check or (lambda config: None)
         self._path = Path(path) if path else DEFAULT_POLICY_PATH
         self._shadow_path = Path(shadow_path) if shadow_path else None
         self._on_reload = on_reload or (lambda role, result, version: None)
@@ -46,13 +52,19 @@ class PolicyStore:
         self._rejected: dict[str, str] = {}
         self._events: list[tuple[str, str, str]] = []
 
-    @staticmethod
-    def _load(path: Path) -> Loaded:
+    def _load(self, path: Path) -> Loaded:
         try:
             text = path.read_text()
         except OSError as exc:
             raise PolicyError(f"cannot read {path}: {exc}") from exc
-        return Loaded(parse_policy(text), time.time(), str(path))
+        return Loaded(self._parse(text), time.time(), str(path))
+
+    def _parse(self, text: str) -> PolicyConfig:
+        config = parse_policy(text)
+        why = self._check(config)
+        if why is not None:
+            raise PolicyError(why)
+        return config
 
     def _reload_one(self, role: str, path: Path, current: Loaded | None) -> Loaded | None:
         try:
@@ -66,7 +78,7 @@ class PolicyStore:
         ):
             return current
         try:
-            config = parse_policy(text)
+            config = self._parse(text)
         except PolicyError as exc:
             self._reject(role, path, current, str(exc))
             return current

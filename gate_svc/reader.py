@@ -9,6 +9,7 @@ from one on the same topic with the answer missing (the "near miss").
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from collections.abc import Sequence
@@ -22,7 +23,7 @@ import onnxruntime as ort
 from gate_svc.reader_view import ReaderView
 from retrieval_svc.embed.wordpiece import TOKENIZER_PATH
 
-__all__ = ["EvidenceReader", "ReaderView", "encode_pairs", "shared_reader"]
+__all__ = ["EvidenceReader", "ReaderView", "encode_pairs", "model_digest", "shared_reader"]
 
 log = logging.getLogger("candor.gate.reader")
 
@@ -30,6 +31,13 @@ MODEL_PATH: Final = Path(__file__).with_name("models") / "reader-v1.onnx"
 MAX_QUESTION_TOKENS: Final = 48
 MAX_TOKENS: Final = 160
 """Question + chunk + markers; an 80-token chunk with its heading fits whole."""
+
+
+@lru_cache(maxsize=8)
+def model_digest(path: Path = MODEL_PATH) -> str:
+    """First 16 hex digits of the model file's sha256: which reader a calibration was fitted
+    with (``calibrated.reader_model``). Its scores mean nothing to another reader's weights."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
 @lru_cache(maxsize=1)
@@ -74,6 +82,7 @@ class EvidenceReader:
         self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         self._lock = threading.Lock()
         self.path = path
+        self.digest = model_digest(path)
 
     def score(self, question: str, texts: Sequence[str]) -> list[float]:
         """Probability that each text answers ``question`` (empty ``texts`` → ``[]``)."""

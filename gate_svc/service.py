@@ -40,6 +40,7 @@ from gate_svc.policy import (
     arms_unavailable,
     decide,
     policy_thresholds,
+    reader_mismatch,
     reading_can_pass,
     uses_reader,
 )
@@ -581,7 +582,14 @@ def build_gate(settings: Settings) -> ServiceSpec:
         gate_metrics.reloads.labels(role, result).inc()
         publish_versions()
 
-    policies = PolicyStore(g.policy_path or None, g.shadow_policy_path or None, on_reload)
+    reader = _load_reader(settings)  # shared: the servicer gets this same session
+    digest = reader.digest if reader is not None else None
+    policies = PolicyStore(
+        g.policy_path or None,
+        g.shadow_policy_path or None,
+        on_reload,
+        check=lambda config: reader_mismatch(config, digest),
+    )
 
     def publish_versions() -> None:
         gate_metrics.policy_info.clear()

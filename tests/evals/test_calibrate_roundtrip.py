@@ -162,3 +162,40 @@ def test_calibrate_says_when_train_rows_were_not_read(
     path.write_text("".join(json.dumps(r) + "\n" for r in remote))
     assert calibrate.main([str(path), "--out", str(tmp / "remote.yaml")]) == 0
     assert "3 train row(s) have no reading" in capsys.readouterr().err
+
+
+def test_calibrate_binds_the_config_to_the_reader_that_scored_the_rows(
+    rows: tuple[Path, list[dict[str, object]]],
+) -> None:
+    from gate_svc.policy import reader_mismatch
+    from gate_svc.reader import model_digest
+
+    tmp, data = rows
+    digest = model_digest()
+    assert all(r.get("reader_model") == digest for r in data if "reader" in r["signals"])  # type: ignore[operator]
+    path = tmp / "rows.jsonl"
+    out = tmp / "bound.yaml"
+    assert calibrate.main([str(path), "--out", str(out)]) == 0
+    config = parse_policy(out.read_text())
+    assert config.calibrated.reader_model == digest
+    assert reader_mismatch(config, digest) is None
+    assert reader_mismatch(config, "0" * 16) is not None
+
+
+def test_calibrate_refuses_rows_scored_by_two_readers(
+    rows: tuple[Path, list[dict[str, object]]],
+) -> None:
+    tmp, data = rows
+    mixed = [dict(r) for r in data]
+    for r in mixed[::2]:
+        r["reader_model"] = "f" * 16
+    path = tmp / "mixed-rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in mixed))
+    with pytest.raises(SystemExit, match="several evidence readers"):
+        calibrate.main([str(path), "--out", str(tmp / "mixed.yaml")])
+    # Rows that do not say which reader scored them (a deployment's) leave the config unbound.
+    for r in mixed:
+        r.pop("reader_model", None)
+    path.write_text("".join(json.dumps(r) + "\n" for r in mixed))
+    assert calibrate.main([str(path), "--out", str(tmp / "unbound.yaml")]) == 0
+    assert parse_policy((tmp / "unbound.yaml").read_text()).calibrated.reader_model == ""

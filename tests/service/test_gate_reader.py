@@ -118,6 +118,17 @@ def test_an_unreadable_reader_file_stops_start_up(tmp_path: Path) -> None:
         _stack(tmp_path, READER_POLICY, CANDOR_GATE__READER__MODEL_PATH=str(bad))
 
 
+def test_a_policy_fitted_on_another_reader_stops_start_up(tmp_path: Path) -> None:
+    from gate_svc.policy import PolicyError
+    from gate_svc.reader import model_digest
+
+    bound = READER_POLICY.replace(
+        "  bias: 0.0\n", "  bias: 0.0\n  reader_model: 0123456789abcdef\n"
+    )
+    with pytest.raises(PolicyError, match=f"runs evidence reader {model_digest()}"):
+        _stack(tmp_path, bound)
+
+
 #: Weighs the reader, but a low top cosine outweighs even a certain reading.
 GATED_POLICY = """\
 version: reader-gated-1

@@ -239,3 +239,24 @@ def test_the_shipped_halueval_calibrated_configs_load(name: str) -> None:
         "cosine_ratio",
     }
     assert 0 < cfg.tiers.uncertain <= cfg.tiers.confident < 1
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "policy_default.yaml",
+        "policies/halueval-calibrated.yaml",
+        "policies/halueval-full-calibrated.yaml",
+    ],
+)
+def test_shipped_configs_that_weigh_the_reader_are_bound_to_the_shipped_reader(name: str) -> None:
+    from pathlib import Path
+
+    import gate_svc
+    from gate_svc.policy import reader_mismatch, uses_reader
+    from gate_svc.reader import model_digest
+
+    cfg = parse_policy((Path(gate_svc.__file__).parent / name).read_text())
+    if uses_reader(cfg):
+        assert cfg.calibrated.reader_model == model_digest()
+    assert reader_mismatch(cfg, model_digest()) is None

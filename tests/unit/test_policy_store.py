@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gate_svc.policy import PolicyError
+from gate_svc.policy import PolicyError, parse_policy
 from gate_svc.policy_store import PolicyStore
 
 V1 = 'version: "v1"\npolicy: seed000\n'
@@ -75,3 +75,50 @@ def test_shadow_is_loaded_and_reloaded_separately(tmp_path: Path) -> None:
     shadow.write_text('version: "v3"\npolicy: seed003\n')
     store.reload_now()
     assert store.shadow.config.version == "v3" and store.active.config.version == "v1"
+
+
+BOUND = (
+    "version: {v}\npolicy: calibrated\ncalibrated:\n  bias: 0.0\n  reader_model: {m}\n"
+    "  coefficients: {{reader: 2.0, top_cosine: 1.0}}\n"
+)
+
+
+def _reader_check(digest: str | None):  # type: ignore[no-untyped-def]
+    from gate_svc.policy import reader_mismatch
+
+    return lambda config: reader_mismatch(config, digest)
+
+
+def test_a_config_fitted_on_another_reader_is_fatal_at_start_up(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(BOUND.format(v="b1", m="aaaa"))
+    with pytest.raises(PolicyError, match="reader_model is aaaa but this gate runs .* bbbb"):
+        PolicyStore(path, check=_reader_check("bbbb"))
+    # The same file runs beside the reader it was fitted on, and where no reader runs (the
+    # decision then falls back and says so) the binding has nothing to compare.
+    assert PolicyStore(path, check=_reader_check("aaaa")).active.config.version == "b1"
+    assert PolicyStore(path, check=_reader_check(None)).active.config.version == "b1"
+
+
+def test_a_reload_fitted_on_another_reader_is_rejected_and_the_old_one_keeps_serving(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(BOUND.format(v="b1", m="aaaa"))
+    events: list[tuple[str, str, str]] = []
+    store = PolicyStore(path, on_reload=lambda *e: events.append(e), check=_reader_check("aaaa"))
+    # A tenant override fitted on another reader is caught like the top-level model.
+    tenant = "tenants:\n  acme:\n" + "".join(
+        "    " + line + "\n" for line in BOUND.format(v="t1", m="cccc").splitlines()[1:]
+    )
+    path.write_text(BOUND.format(v="b2", m="aaaa") + tenant)
+    assert "tenants.acme.calibrated.reader_model is cccc" in str(
+        _reader_check("aaaa")(parse_policy(path.read_text()))
+    )
+    store.reload_now()
+    assert store.active.config.version == "b1"
+    assert events == [("active", "failure", "b1")]
+    # A config that does not weigh the reader is not bound to one.
+    path.write_text(V2)
+    store.reload_now()
+    assert store.active.config.version == "v2"
