@@ -92,7 +92,7 @@ def _reader_check(digest: str | None):  # type: ignore[no-untyped-def]
 def test_a_config_fitted_on_another_reader_is_fatal_at_start_up(tmp_path: Path) -> None:
     path = tmp_path / "policy.yaml"
     path.write_text(BOUND.format(v="b1", m="aaaa"))
-    with pytest.raises(PolicyError, match="reader_model is aaaa but this gate runs .* bbbb"):
+    with pytest.raises(PolicyError, match=r"reader_model is aaaa but this gate runs .* bbbb"):
         PolicyStore(path, check=_reader_check("bbbb"))
     # The same file runs beside the reader it was fitted on, and where no reader runs (the
     # decision then falls back and says so) the binding has nothing to compare.
