@@ -60,7 +60,8 @@ class Layer(nn.Module):
         ctx = (self.drop(att.softmax(-1)) @ v).transpose(1, 2).reshape(b, n, HIDDEN)
         x = self.ln1(x + self.drop(self.o(ctx)))
         h = self.down(nn.functional.gelu(self.up(x)))
-        return self.ln2(x + self.drop(h))
+        out: torch.Tensor = self.ln2(x + self.drop(h))
+        return out
 
 
 class Reader(nn.Module):
@@ -87,7 +88,8 @@ class Reader(nn.Module):
         bias = ((1.0 - mask) * -1e4)[:, None, None, :]
         for layer in self.layers:
             x = layer(x, bias)
-        return x
+        encoded: torch.Tensor = x
+        return encoded
 
     def forward(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
