@@ -17,9 +17,20 @@ T = TypeVar("T")
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free ports. The sockets stay bound until all are picked: the kernel may
+    hand a just-released port straight back, and two services given one port fail to start."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 class LoopThread:
@@ -81,9 +92,10 @@ def metric_value(text: str, name: str, labels: Mapping[str, str] | None = None) 
 
 def stack_env(data_dir: str, **extra: Any) -> dict[str, str]:
     env = {"CANDOR_DATA_DIR": data_dir}
-    for svc in ("RETRIEVAL", "GATE", "GENERATOR"):
+    services = ("RETRIEVAL", "GATE", "GENERATOR")
+    for svc, port in zip(services, free_ports(len(services)), strict=True):
         env[f"CANDOR_{svc}__SERVER__PORT"] = "0"
-        env[f"CANDOR_{svc}__SERVER__METRICS_PORT"] = str(free_port())
+        env[f"CANDOR_{svc}__SERVER__METRICS_PORT"] = str(port)
         env[f"CANDOR_{svc}__SERVER__DRAIN_DELAY_SECONDS"] = "0"
     env.update({k: str(v) for k, v in extra.items()})
     return env

@@ -14,7 +14,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from tests.helpers import free_port, metric_value, scrape
+from tests.helpers import free_ports, metric_value, scrape
 from tests.service.slow_server import SERVICE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +36,7 @@ def _slow_call(target: str, seconds: float, timeout: float = 10) -> bytes:
 
 @pytest.fixture
 def slow_server():  # type: ignore[no-untyped-def]
-    port, metrics_port = free_port(), free_port()
+    port, metrics_port = free_ports(2)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.service.slow_server", str(port), str(metrics_port)],
