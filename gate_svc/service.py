@@ -542,7 +542,10 @@ class GateServicer(pb_grpc.GateServiceServicer):
                 await abort_invalid(context, v)
             await self._auth.authorize(context, request.tenant)
         active = self._policies.active
-        reply = pb.GetPolicyResponse(active=_policy_info(active, request.tenant))
+        reply = pb.GetPolicyResponse(
+            active=_policy_info(active, request.tenant),
+            evidence_reader=self._reader.digest if self._reader is not None else "",
+        )
         if self._policies.shadow is not None:
             reply.shadow.CopyFrom(_policy_info(self._policies.shadow, request.tenant))
         return reply
@@ -556,6 +559,7 @@ def _policy_info(loaded: Loaded, tenant: str) -> pb.PolicyInfo:
         loaded_at=Timestamp(seconds=int(loaded.loaded_at)),
         sha256=config.sha256,
         thresholds=[pb.Threshold(name=k, value=v) for k, v in policy_thresholds(config).items()],
+        reader_model=config.calibrated.reader_model if uses_reader(config) else "",
     )
 
 

@@ -20,6 +20,7 @@ from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from candor.runtime.auth import hash_key
 from candor.runtime.errors import error_reason_of, field_violations_of
 from candor.settings import load_settings
+from gate_svc.reader import model_digest
 from tests.helpers import Stack, metric_value, scrape, stack_env
 
 pytestmark = pytest.mark.e2e
@@ -272,6 +273,8 @@ def test_get_policy_reports_the_active_version(stack: Stack) -> None:
     assert reply.active.policy_name == "calibrated"
     assert len(reply.active.sha256) == 64
     assert not reply.HasField("shadow")
+    # The shipped default weighs the reader, fitted on the one this gate runs.
+    assert reply.evidence_reader == reply.active.reader_model == model_digest()
 
 
 def test_delete_removes_a_document_from_both_arms(stack: Stack) -> None:

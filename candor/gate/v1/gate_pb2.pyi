@@ -171,23 +171,27 @@ class GetPolicyRequest(_message.Message):
     def __init__(self, tenant: _Optional[str] = ...) -> None: ...
 
 class PolicyInfo(_message.Message):
-    __slots__ = ("version", "policy_name", "loaded_at", "sha256", "thresholds")
+    __slots__ = ("version", "policy_name", "loaded_at", "sha256", "thresholds", "reader_model")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     POLICY_NAME_FIELD_NUMBER: _ClassVar[int]
     LOADED_AT_FIELD_NUMBER: _ClassVar[int]
     SHA256_FIELD_NUMBER: _ClassVar[int]
     THRESHOLDS_FIELD_NUMBER: _ClassVar[int]
+    READER_MODEL_FIELD_NUMBER: _ClassVar[int]
     version: str
     policy_name: str
     loaded_at: _timestamp_pb2.Timestamp
     sha256: str
     thresholds: _containers.RepeatedCompositeFieldContainer[Threshold]
-    def __init__(self, version: _Optional[str] = ..., policy_name: _Optional[str] = ..., loaded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sha256: _Optional[str] = ..., thresholds: _Optional[_Iterable[_Union[Threshold, _Mapping]]] = ...) -> None: ...
+    reader_model: str
+    def __init__(self, version: _Optional[str] = ..., policy_name: _Optional[str] = ..., loaded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sha256: _Optional[str] = ..., thresholds: _Optional[_Iterable[_Union[Threshold, _Mapping]]] = ..., reader_model: _Optional[str] = ...) -> None: ...
 
 class GetPolicyResponse(_message.Message):
-    __slots__ = ("active", "shadow")
+    __slots__ = ("active", "shadow", "evidence_reader")
     ACTIVE_FIELD_NUMBER: _ClassVar[int]
     SHADOW_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_READER_FIELD_NUMBER: _ClassVar[int]
     active: PolicyInfo
     shadow: PolicyInfo
-    def __init__(self, active: _Optional[_Union[PolicyInfo, _Mapping]] = ..., shadow: _Optional[_Union[PolicyInfo, _Mapping]] = ...) -> None: ...
+    evidence_reader: str
+    def __init__(self, active: _Optional[_Union[PolicyInfo, _Mapping]] = ..., shadow: _Optional[_Union[PolicyInfo, _Mapping]] = ..., evidence_reader: _Optional[str] = ...) -> None: ...
