@@ -221,11 +221,13 @@ def run(
     progress: bool = True,
     answers: bool = True,
     keep_top_text: bool = False,
+    read: bool = True,
 ) -> Path:
     """Index the corpus, decide every question with every policy, write rows to ``out``.
 
     With ``answers``, the configured generator (``generator.backend``, extractive by default)
-    also answers each answerable question that has a reference answer.
+    also answers each answerable question that has a reference answer. Without ``read`` the
+    evidence reader stays off whatever ``gate.reader.enabled`` says (rows without its signal).
     """
     from candor.settings import load_settings
 
@@ -265,7 +267,7 @@ def run(
         backend = _generator(settings) if answers else None
         r = settings.gate.reader
         reader = None
-        if r.enabled:
+        if r.enabled and read:
             path = Path(r.model_path) if r.model_path else MODEL_PATH
             reader = (shared_reader(path, r.threads), r.top_k)
         asyncio.run(

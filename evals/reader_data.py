@@ -288,8 +288,6 @@ def build_retrieval_pairs(workdir: Path, seed: int = 1) -> list[Pair]:
     Development-time only, like the reader's training; the evidence reader stays off while
     retrieving, since its scores are not needed.
     """
-    import os
-
     from evals import harness
     from evals.datasets.format import write_dataset, write_manifest
 
@@ -299,9 +297,13 @@ def build_retrieval_pairs(workdir: Path, seed: int = 1) -> list[Pair]:
     dataset = workdir / "dataset"
     write_dataset(dataset, built.corpus, built.questions)
     write_manifest(dataset, dict(built.manifest))
-    os.environ["CANDOR_GATE__READER__ENABLED"] = "false"
     rows_path = harness.run(
-        dataset, workdir / "rows.jsonl", answers=False, keep_top_text=True, progress=False
+        dataset,
+        workdir / "rows.jsonl",
+        answers=False,
+        keep_top_text=True,
+        read=False,
+        progress=False,
     )
     rows = [json.loads(x) for x in rows_path.read_text(encoding="utf-8").splitlines() if x]
     answers = {r.line: r.answer for r in halueval._parse_qa(source.files["qa"])}

