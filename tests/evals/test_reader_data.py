@@ -147,3 +147,26 @@ def test_retrieval_pairs_label_the_retrieved_top_chunk() -> None:
     ]
     # Without a retrieved chunk there is nothing to pair.
     assert reader_data.retrieval_pairs([{**rows[0], "top_text": None}], lines, answers) == []
+
+
+def test_disflqa_reader_paragraphs_split_train_only_and_deterministically() -> None:
+    from evals.datasets.format import Question
+
+    def q(n: int, paragraph: str, split: str) -> Question:
+        return Question(
+            id=f"disflqa-{n:05d}",
+            question="q?",
+            answerable=False,
+            gold_ids=(),
+            kind="near_miss",
+            split=split,  # type: ignore[arg-type]
+            meta={"paragraph": paragraph, "source_index": n},
+        )
+
+    questions = [q(i, f"sq-{i % 40:02d}", "train" if i % 40 < 32 else "test") for i in range(120)]
+    fit, holdout = reader_data.disflqa_reader_paragraphs(questions, holdout_share=0.25, seed=0)
+    train_paragraphs = {f"sq-{i:02d}" for i in range(32)}
+    assert fit | holdout == train_paragraphs and not fit & holdout
+    assert len(holdout) == 8
+    assert (fit, holdout) == reader_data.disflqa_reader_paragraphs(questions, 0.25, seed=0)
+    assert holdout != reader_data.disflqa_reader_paragraphs(questions, 0.25, seed=1)[1]
