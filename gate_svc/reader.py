@@ -27,7 +27,7 @@ __all__ = ["EvidenceReader", "ReaderView", "encode_pairs", "model_digest", "shar
 
 log = logging.getLogger("candor.gate.reader")
 
-MODEL_PATH: Final = Path(__file__).with_name("models") / "reader-v3.onnx"
+MODEL_PATH: Final = Path(__file__).with_name("models") / "reader-v4.onnx"
 MAX_QUESTION_TOKENS: Final = 48
 MAX_TOKENS: Final = 160
 """Question + chunk + markers; an 80-token chunk with its heading fits whole."""
