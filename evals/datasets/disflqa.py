@@ -45,16 +45,14 @@ from typing import Any
 
 from candor.file_digest import sha256_file
 from candor.text import content_terms
+from evals.datasets import builder
+from evals.datasets.builder import write_built
 from evals.datasets.format import (
-    CORPUS_FILE,
     MANIFEST_FILE,
-    QUESTIONS_FILE,
     Kind,
     Passage,
     Question,
     Split,
-    write_dataset,
-    write_manifest,
 )
 from evals.datasets.halueval import TermIndex, leak_probe
 from evals.datasets.pinned import SourceError, url_fetch
@@ -73,7 +71,6 @@ BUILDER_VERSION = 1
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CACHE_DIR = ROOT / ".cache" / "bigbench"
-DEFAULT_OUT_DIR = ROOT / ".cache" / "datasets"
 _CONTEXT = "\ncontext: "
 
 
@@ -314,45 +311,32 @@ def prepare(
     examples, skipped = parse_examples(data)
     built = build(examples, options, skipped)
     out = Path(out_dir) if out_dir is not None else default_out_dir(options)
-    (out / MANIFEST_FILE).unlink(missing_ok=True)  # no stale manifest beside new data
-    write_dataset(out, built.corpus, built.questions)
-    manifest = {**built.manifest, "source": origin}
-    manifest["outputs"] = {name: sha256_file(out / name) for name in (CORPUS_FILE, QUESTIONS_FILE)}
-    write_manifest(out, manifest)
-    return out
+    return write_built(out, built.corpus, built.questions, {**built.manifest, "source": origin})
 
 
 def default_out_dir(options: BuildOptions) -> Path:
     """``.cache/datasets/disflqa[-n<limit>][-s<seed>]`` under the repository."""
-    name = "disflqa"
-    if options.limit is not None:
-        name += f"-n{options.limit}"
-    if options.seed != BuildOptions.seed:
-        name += f"-s{options.seed}"
-    return DEFAULT_OUT_DIR / name
+    return builder.default_out_dir("disflqa", options.limit, options.seed, BuildOptions.seed)
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The ``candor eval prepare disflqa`` options."""
     d = BuildOptions()
-    ap.add_argument("--out", type=Path, default=None, help="output directory")
-    ap.add_argument("--seed", type=int, default=d.seed, help=f"default {d.seed}")
-    ap.add_argument("--limit", type=int, default=None, help="use N source questions (of 8,000)")
-    ap.add_argument("--test-fraction", type=float, default=d.test_fraction)
+    builder.add_common_arguments(
+        ap,
+        seed=d.seed,
+        test_fraction=d.test_fraction,
+        source_count="8,000",
+        source_help="the bigbench sdist or the disfl_qa task.json (default: the pinned sdist in "
+        "--cache-dir, downloaded from PyPI if missing)",
+        cache_dir=DEFAULT_CACHE_DIR,
+    )
     ap.add_argument(
         "--absent-fraction",
         type=float,
         default=d.absent_fraction,
         help=f"share of questions whose paragraph is not indexed (default {d.absent_fraction})",
     )
-    ap.add_argument(
-        "--source",
-        type=Path,
-        default=None,
-        help="the bigbench sdist or the disfl_qa task.json (default: the pinned sdist in "
-        "--cache-dir, downloaded from PyPI if missing)",
-    )
-    ap.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR, help="sdist cache")
 
 
 def run(args: argparse.Namespace) -> int:

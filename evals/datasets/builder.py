@@ -1,0 +1,74 @@
+"""What every public-dataset builder shares: its output directory, writing, and common options."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from candor.file_digest import sha256_file
+from evals.datasets.format import (
+    CORPUS_FILE,
+    MANIFEST_FILE,
+    QUESTIONS_FILE,
+    Passage,
+    Question,
+    write_dataset,
+    write_manifest,
+)
+
+DEFAULT_OUT_DIR = Path(__file__).resolve().parents[2] / ".cache" / "datasets"
+
+
+def default_out_dir(name: str, limit: int | None, seed: int, default_seed: int = 0) -> Path:
+    """``.cache/datasets/<name>[-n<limit>][-s<seed>]`` under the repository."""
+    if limit is not None:
+        name += f"-n{limit}"
+    if seed != default_seed:
+        name += f"-s{seed}"
+    return DEFAULT_OUT_DIR / name
+
+
+def write_built(
+    out: Path,
+    corpus: Sequence[Passage],
+    questions: Sequence[Question],
+    manifest: Mapping[str, Any],
+) -> Path:
+    """Write a built dataset, its manifest recording the sha256 of both written files."""
+    (out / MANIFEST_FILE).unlink(missing_ok=True)  # no stale manifest beside new data
+    write_dataset(out, corpus, questions)
+    outputs = {name: sha256_file(out / name) for name in (CORPUS_FILE, QUESTIONS_FILE)}
+    write_manifest(out, {**manifest, "outputs": outputs})
+    return out
+
+
+def add_common_arguments(
+    ap: argparse.ArgumentParser,
+    *,
+    seed: int,
+    test_fraction: float,
+    source_count: str,
+    source_help: str,
+    cache_dir: Path,
+) -> None:
+    """``--out --seed --limit --test-fraction --source --cache-dir``, as every builder has them."""
+    ap.add_argument(
+        "--out", type=Path, default=None, help="output directory (default: .cache/datasets/...)"
+    )
+    ap.add_argument("--seed", type=int, default=seed, help=f"default {seed}")
+    ap.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help=f"use N source questions (default: all {source_count})",
+    )
+    ap.add_argument(
+        "--test-fraction",
+        type=float,
+        default=test_fraction,
+        help=f"share of the questions in the test split, by whole groups (default {test_fraction})",
+    )
+    ap.add_argument("--source", type=Path, default=None, help=source_help)
+    ap.add_argument("--cache-dir", type=Path, default=cache_dir, help="download cache")
