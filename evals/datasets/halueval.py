@@ -463,17 +463,8 @@ def _prepare_near_miss(group: _Group, records: list[_Record], min_words: int) ->
 
 
 def _select(groups: list[_Group], order: list[int], limit: int | None) -> list[int]:
-    if limit is None:
-        return list(order)
-    chosen, total = [], 0
-    for gi in order:
-        size = len(groups[gi].members)
-        if total + size <= limit:
-            chosen.append(gi)
-            total += size
-            if total == limit:
-                break
-    return chosen
+    kept = builder.within_limit([len(groups[gi].members) for gi in order], limit)
+    return [order[i] for i in kept]
 
 
 def _balance_split(groups: list[_Group], chosen: list[int], test_fraction: float) -> None:
@@ -481,11 +472,8 @@ def _balance_split(groups: list[_Group], chosen: list[int], test_fraction: float
     for gi in chosen:
         g = groups[gi]
         train, test = counts[(g.kind, "train")], counts[(g.kind, "test")]
-        total = train + test + len(g.members)
-        # Whichever split is further below its target share once this group is counted.
-        test_gap = test_fraction * total - test
-        train_gap = (1 - test_fraction) * total - train
-        g.split = "test" if test_gap > train_gap else "train"
+        below = builder.first_further_below(test, train, len(g.members), test_fraction)
+        g.split = "test" if below else "train"
         counts[(g.kind, g.split)] += len(g.members)
 
 
