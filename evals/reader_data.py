@@ -358,6 +358,67 @@ def build_disflqa_pairs(dataset_dir: Path, workdir: Path, seed: int = 0) -> list
     return retrieval_pairs(rows, lines, {lines[i]: answer for i, answer in index.items()})
 
 
+def own_paragraph_pairs(
+    questions: Iterable[Question],
+    paragraphs: dict[int, tuple[str, str | None]],
+    fit: set[str],
+    chunk_tokens: int = 80,
+    overlap_tokens: int = 20,
+) -> list[Pair]:
+    """Pairs of fit-paragraph Disfl-QA questions with a chunk of the paragraph they were written
+    against, where retrieval may never show it to them.
+
+    A topic-absent question's paragraph was withheld from the index: read against it, SQuAD
+    2.0's unanswerable ones are more human-written near misses and the answerable ones more
+    answers. A near-miss question's own paragraph is indexed, but retrieval often ranks another
+    chunk first. ``paragraphs`` maps a question's ``source_index`` to ``(paragraph text, answer
+    or None)``. An answer's chunk is the one holding it that shares most terms with the
+    question (skipped when the answer cannot be located); a near miss's is the chunk sharing
+    most terms.
+    """
+    out: list[Pair] = []
+    for q in questions:
+        if (
+            q.split != "train"
+            or q.kind not in ("topic_absent", "near_miss")
+            or str(q.meta["paragraph"]) not in fit
+        ):
+            continue
+        index = int(q.meta["source_index"])
+        text, answer = paragraphs[index]
+        chunks = _chunks(text, chunk_tokens, overlap_tokens)
+        terms = frozenset(content_terms(q.question))
+        if answer is None:
+            best = _best(terms, chunks)
+            label: Label = "near_miss"
+        else:
+            pattern = halueval.locate_answer(answer, text)
+            if pattern is None or pattern.search(q.question):
+                continue
+            best = _best(terms, [c for c in chunks if pattern.search(c)])
+            label = "answers"
+        if best is not None:
+            out.append(Pair(DISFLQA_LINE_BASE + index, q.question, best, label))
+    return out
+
+
+def build_disflqa_own_pairs(
+    dataset_dir: Path, task: Path, besides: Iterable[Pair] = (), seed: int = 0
+) -> list[Pair]:
+    """:func:`own_paragraph_pairs` for a Disfl-QA build, its paragraphs read from ``task`` (the
+    bigbench sdist or its ``task.json``), less any pair already in ``besides`` (the retrieval
+    pairs, which hold a near miss's own chunk whenever retrieval put it first). Test-split and
+    holdout paragraphs are never used."""
+    from evals.datasets import disflqa
+
+    dataset = load_dataset(dataset_dir)
+    fit, _ = disflqa_reader_paragraphs(dataset.questions, seed=seed)
+    examples, _ = disflqa.parse_examples(disflqa.read_task(task)[1])
+    paragraphs = {ex.index: (ex.paragraph, ex.answer) for ex in examples}
+    seen = set(besides)
+    return [p for p in own_paragraph_pairs(dataset.questions, paragraphs, fit) if p not in seen]
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -378,9 +439,30 @@ def main(argv: list[str] | None = None) -> int:
         metavar="DATASET",
         help="with --retrieval: pairs from a Disfl-QA build's train split (build_disflqa_pairs)",
     )
+    ap.add_argument(
+        "--own-paragraphs",
+        type=Path,
+        metavar="TASK",
+        help="with --disflqa, instead of --retrieval: its fit paragraphs' topic-absent and "
+        "near-miss questions with a chunk of their own paragraph, read from TASK (the bigbench "
+        "sdist or task.json; build_disflqa_own_pairs)",
+    )
+    ap.add_argument(
+        "--besides",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PAIRS",
+        help="with --own-paragraphs: leave out pairs already in PAIRS (repeatable)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    if args.disflqa is not None:
+    if args.own_paragraphs is not None:
+        if args.disflqa is None:
+            ap.error("--own-paragraphs needs --disflqa DATASET")
+        besides = [p for path in args.besides for p in read_pairs(path)]
+        pairs = build_disflqa_own_pairs(args.disflqa, args.own_paragraphs, besides, args.seed)
+    elif args.disflqa is not None:
         if args.retrieval is None:
             ap.error("--disflqa needs --retrieval WORKDIR")
         pairs = build_disflqa_pairs(args.disflqa, args.retrieval, seed=args.seed)

@@ -170,3 +170,60 @@ def test_disflqa_reader_paragraphs_split_train_only_and_deterministically() -> N
     assert len(holdout) == 8
     assert (fit, holdout) == reader_data.disflqa_reader_paragraphs(questions, 0.25, seed=0)
     assert holdout != reader_data.disflqa_reader_paragraphs(questions, 0.25, seed=1)[1]
+
+
+def test_own_paragraph_pairs_read_fit_questions_against_their_own_paragraph() -> None:
+    from evals.datasets.format import Kind, Question, Split
+
+    def q(n: int, kind: Kind, paragraph: str, split: Split = "train") -> Question:
+        return Question(
+            id=f"disflqa-{n:05d}",
+            question=questions_text[n],
+            answerable=kind == "answerable",
+            gold_ids=(paragraph,) if kind == "answerable" else (),
+            kind=kind,
+            split=split,
+            meta={"paragraph": paragraph, "source_index": n},
+        )
+
+    # Two chunks of 80 tokens: the answer ("1868") is only in the second.
+    filler = " ".join(f"filler{i}" for i in range(90))
+    text = f"The harbour opened to trade. {filler} The lighthouse was built in 1868 of granite."
+    questions_text = {
+        0: "When was the lighthouse built?",
+        1: "When was the lighthouse demolished?",
+        2: "When was the lighthouse painted?",
+        3: "Who built the lighthouse?",
+        4: "When was the lighthouse built, in the test paragraph?",
+        5: "When was the lighthouse lit?",
+        6: "Which harbour opened?",
+    }
+    paragraphs: dict[int, tuple[str, str | None]] = {
+        0: (text, "1868"),
+        1: (text, None),
+        2: (text, None),
+        3: (text, "the engineers"),  # not in the text: nothing to pair it with
+        4: (text, "1868"),
+        5: (text, "1868"),
+        6: (text, "harbour"),  # the answer is in the question: no pair
+    }
+    questions = [
+        q(0, "topic_absent", "sq-fit"),
+        q(1, "topic_absent", "sq-fit"),
+        q(2, "near_miss", "sq-fit"),
+        q(3, "topic_absent", "sq-fit"),
+        q(4, "topic_absent", "sq-test", split="test"),
+        q(5, "answerable", "sq-fit"),  # retrieval pairs already cover indexed answerable ones
+        q(6, "topic_absent", "sq-fit"),
+    ]
+    pairs = reader_data.own_paragraph_pairs(questions, paragraphs, fit={"sq-fit", "sq-test"})
+    base = reader_data.DISFLQA_LINE_BASE
+    assert [(p.question_line, p.label) for p in pairs] == [
+        (base, "answers"),
+        (base + 1, "near_miss"),
+        (base + 2, "near_miss"),
+    ]
+    assert "1868" in pairs[0].evidence and "harbour" not in pairs[0].evidence
+    assert all(p.question == questions_text[p.question_line - base] for p in pairs)
+    # Only fit paragraphs are read.
+    assert reader_data.own_paragraph_pairs(questions, paragraphs, fit={"sq-other"}) == []
