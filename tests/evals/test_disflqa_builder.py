@@ -157,3 +157,32 @@ def test_read_task_from_sdist_and_prepare_writes_a_valid_dataset(tmp_path: Path)
         read_task(empty)
     with pytest.raises(SourceError, match="no such file"):
         read_task(tmp_path / "missing.tar.gz")
+
+
+def test_reader_pairs_come_from_fit_paragraphs_of_a_built_dataset(tmp_path: Path) -> None:
+    """The two Disfl-QA pair builders end to end: the retrieval one on the embedded stores, in a
+    work directory that does not exist yet, and the own-paragraph one beside it."""
+    from evals import reader_data
+    from evals.datasets.format import write_dataset, write_manifest
+
+    examples, skipped = parse_examples(_task_bytes())
+    built = build(examples, BuildOptions(seed=0, absent_fraction=0.25), skipped)
+    dataset = tmp_path / "dataset"
+    write_dataset(dataset, built.corpus, built.questions)
+    write_manifest(dataset, dict(built.manifest))
+    task = tmp_path / "task.json"
+    task.write_bytes(_task_bytes())
+
+    fit, _ = reader_data.disflqa_reader_paragraphs(built.questions)
+    fit_lines = {
+        reader_data.DISFLQA_LINE_BASE + int(q.meta["source_index"])
+        for q in built.questions
+        if q.split == "train" and q.meta["paragraph"] in fit
+    }
+    retrieved = reader_data.build_disflqa_pairs(dataset, tmp_path / "not" / "yet")
+    assert retrieved and {p.question_line for p in retrieved} <= fit_lines
+    own = reader_data.build_disflqa_own_pairs(dataset, task, besides=retrieved)
+    assert own and {p.question_line for p in own} <= fit_lines
+    assert not set(own) & set(retrieved)
+    # A near miss read against its own paragraph keeps the paragraph's entity but not the answer.
+    assert {p.label for p in own} <= {"answers", "near_miss"}
