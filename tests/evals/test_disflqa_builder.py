@@ -184,5 +184,5 @@ def test_reader_pairs_come_from_fit_paragraphs_of_a_built_dataset(tmp_path: Path
     own = reader_data.build_disflqa_own_pairs(dataset, task, besides=retrieved)
     assert own and {p.question_line for p in own} <= fit_lines
     assert not set(own) & set(retrieved)
-    # A near miss read against its own paragraph keeps the paragraph's entity but not the answer.
+    # Own-paragraph pairs are answers or human-written near misses, never off topic.
     assert {p.label for p in own} <= {"answers", "near_miss"}
