@@ -212,6 +212,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="append the table to this markdown file")
     ap.add_argument("--json", type=Path, default=None, help="write machine-readable results")
     args = ap.parse_args(argv)
+    for path in (args.out, args.json):
+        if path is not None:  # before a long run, not after it
+            path.parent.mkdir(parents=True, exist_ok=True)
     results = []
     for n in args.chunks:
         print(f"benchmark: {n} chunks", file=sys.stderr)

@@ -260,6 +260,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--out", type=Path, default=None, help="append the table to this file")
     args = ap.parse_args(argv)
+    for path in (args.out, args.json):
+        if path is not None:  # before a long run, not after it
+            path.parent.mkdir(parents=True, exist_ok=True)
     runs = [run(n, args.queries, args.per_service) for n in args.chunks]
     text = report(runs)
     print(text)

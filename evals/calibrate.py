@@ -184,6 +184,7 @@ def write_config(
         + yaml.safe_dump({"version": version, **body}, sort_keys=False, width=100)
     )
     parse_policy(text)  # the gate must accept what we write
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     return version
 

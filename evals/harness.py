@@ -233,6 +233,7 @@ def run(
 
     data = load_dataset(dataset)
     questions = list(data.questions[:limit] if limit else data.questions)
+    out.parent.mkdir(parents=True, exist_ok=True)
     corpus = load_corpus(data)
     policies = {name: parse_policy(text) for name, text in BASELINES.items()}
     for p in policy_files:

@@ -287,7 +287,6 @@ def _top_chunk_rows(dataset: Path, workdir: Path) -> list[dict[str, object]]:
     the evidence reader stays off (its scores are not needed to build its training data)."""
     from evals import harness
 
-    workdir.mkdir(parents=True, exist_ok=True)  # the Disfl-QA path gets no dataset written here
     rows_path = harness.run(
         dataset,
         workdir / "rows.jsonl",

@@ -303,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"no rows in split {args.split!r}")
     summary = summarize(rows, args.dataset or args.results.stem)
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(summary, indent=2))
     plots: list[str] = []
     if args.out:

@@ -143,7 +143,7 @@ def test_seed001_refit_learns_positive_weights_and_joins_the_report(tmp_path: Pa
     assert coef["a"] > 100 and coef["b"] > 0  # RRF differences are tiny, so a is large
     path = tmp_path / "rows.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    out = tmp_path / "summary.json"
+    out = tmp_path / "reports" / "summary.json"  # a directory that does not exist yet
     assert report.main([str(path), "--split", "test", "--json", str(out)]) == 0
     summary = json.loads(out.read_text())
     assert summary["policies"]["seed001_refit"]["auroc"] > 0.8
@@ -174,7 +174,7 @@ def test_calibrate_binds_the_config_to_the_reader_that_scored_the_rows(
     digest = model_digest()
     assert all(r.get("reader_model") == digest for r in data if "reader" in r["signals"])  # type: ignore[operator]
     path = tmp / "rows.jsonl"
-    out = tmp / "bound.yaml"
+    out = tmp / "policies" / "bound.yaml"  # a directory that does not exist yet
     assert calibrate.main([str(path), "--out", str(out)]) == 0
     config = parse_policy(out.read_text())
     assert config.calibrated.reader_model == digest
