@@ -342,16 +342,17 @@ def build_disflqa_pairs(dataset_dir: Path, workdir: Path, seed: int = 0) -> list
 
     Its near misses are SQuAD 2.0's human-written unanswerable questions, the kind HaluEval's
     synthetic ones (an answer sentence deleted) only imitate; labelled by :func:`retrieval_pairs`
-    as the HaluEval retrieval pairs are. Test-split and holdout paragraphs are never used.
+    as the HaluEval retrieval pairs are. Retrieval runs over the fit paragraphs alone (written to
+    ``workdir/dataset``), so no test-split or holdout paragraph is a question's, or a chunk's.
     """
+    from evals.datasets.format import write_dataset
+
     dataset = load_dataset(dataset_dir)
     fit, _ = disflqa_reader_paragraphs(dataset.questions, seed=seed)
-    by_id = {q.id: q for q in dataset.questions}
-    rows = [
-        r
-        for r in _top_chunk_rows(dataset_dir, workdir)
-        if str(by_id[str(r["id"])].meta["paragraph"]) in fit
-    ]
+    questions = [q for q in dataset.questions if str(q.meta["paragraph"]) in fit]
+    fit_only = workdir / "dataset"
+    write_dataset(fit_only, [p for p in dataset.corpus if p.id in fit], questions)
+    rows = _top_chunk_rows(fit_only, workdir)
     # A Disfl-QA row id's number is the source index, which retrieval_pairs maps to a line.
     index = {int(q.meta["source_index"]): q.answer or "" for q in dataset.questions}
     lines = range(DISFLQA_LINE_BASE, DISFLQA_LINE_BASE + max(index) + 1)

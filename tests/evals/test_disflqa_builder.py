@@ -181,6 +181,10 @@ def test_reader_pairs_come_from_fit_paragraphs_of_a_built_dataset(tmp_path: Path
     }
     retrieved = reader_data.build_disflqa_pairs(dataset, tmp_path / "not" / "yet")
     assert retrieved and {p.question_line for p in retrieved} <= fit_lines
+    # Retrieval ran over the fit paragraphs alone: no test or holdout paragraph is a chunk.
+    others = [p.text for p in built.corpus if p.id not in fit]
+    assert others and not any(pair.evidence in text for pair in retrieved for text in others)
+    assert all(any(pair.evidence in p.text for p in built.corpus) for pair in retrieved)
     own = reader_data.build_disflqa_own_pairs(dataset, task, besides=retrieved)
     assert own and {p.question_line for p in own} <= fit_lines
     assert not set(own) & set(retrieved)
