@@ -17,6 +17,10 @@ runs. Reader v4 (36 minutes on 2 cores):
         --extra-pairs retrieval-pairs-1.jsonl --extra-pairs retrieval-pairs-2.jsonl \
         --extra-pairs retrieval-pairs-3.jsonl --extra-pairs disflqa-pairs.jsonl \
         --extra-pairs disflqa-pairs.jsonl --epochs 1.25 --pair-weight 1.0
+
+v4's Disfl-QA pairs (2,408) came from the builder before it retrieved over the fit paragraphs
+alone; today's builder writes 2,478 other pairs, so this recipe now trains "v4c"
+(docs/evaluation.md, the reader section).
 """
 
 from __future__ import annotations
