@@ -1,6 +1,7 @@
 """``candor calibrate``: fit the calibrated gate on a dataset's *train* split, write a config.
 
-    candor calibrate RESULTS.jsonl --out policy.yaml [--target-far 0.05] [--confident-far 0.01]
+    candor calibrate RESULTS.jsonl [MORE.jsonl ...] --out policy.yaml [--target-far 0.05]
+                     [--confident-far 0.01] [--weight W --weight W ...]
 
 Reads the rows ``candor eval run`` wrote, fits a logistic model over the gate's signals on the
 train split only, and picks the tier bounds on the train split: ``uncertain`` is the lowest
@@ -72,9 +73,15 @@ def matrix(rows: Sequence[dict[str, Any]]) -> np.ndarray[Any, np.dtype[np.float6
 
 
 def threshold_for_far(
-    scores: np.ndarray[Any, Any], labels: np.ndarray[Any, Any], target: float
+    scores: np.ndarray[Any, Any],
+    labels: np.ndarray[Any, Any],
+    target: float,
+    weights: np.ndarray[Any, Any] | None = None,
 ) -> float:
-    """Lowest score threshold whose false-acceptance rate (negatives >= t) is <= target."""
+    """Lowest score threshold whose false-acceptance rate (negatives >= t) is <= target; with
+    ``weights``, the rate is the passed negatives' share of the negatives' total weight."""
+    if weights is not None:
+        return _weighted_threshold_for_far(scores, labels, target, weights)
     negatives = np.sort(scores[labels == 0])[::-1]
     if len(negatives) == 0:
         return float(scores.min())
@@ -85,31 +92,75 @@ def threshold_for_far(
     return float(above.min()) if len(above) else float(boundary + 1e-9)
 
 
+def _weighted_threshold_for_far(
+    scores: np.ndarray[Any, Any],
+    labels: np.ndarray[Any, Any],
+    target: float,
+    weights: np.ndarray[Any, Any],
+) -> float:
+    neg = labels == 0
+    order = np.argsort(-scores[neg], kind="stable")
+    negatives, weight = scores[neg][order], weights[neg][order]
+    if len(negatives) == 0:
+        return float(scores.min())
+    # How many of the highest negatives fit in the budget, in total weight.
+    allowed = int(np.searchsorted(np.cumsum(weight), target * weight.sum() * (1 + 1e-12), "right"))
+    boundary = negatives[allowed] if allowed < len(negatives) else -math.inf
+    above = scores[scores > boundary]
+    return float(above.min()) if len(above) else float(boundary + 1e-9)
+
+
 def _sig(x: float) -> float:
     """Seven significant digits: readable in YAML, and a small scale never rounds to zero."""
     return float(f"{float(x):.7g}")
 
 
+def source_weights(sizes: Sequence[int], shares: Sequence[float] | None) -> np.ndarray[Any, Any]:
+    """Per-row weights for rows pooled from sources of ``sizes`` rows: each source's rows
+    share its ``shares`` part of the total (normalised), so a large source cannot drown a
+    small one; the weights average 1. ``None``: every row weighs 1 (plain pooling)."""
+    if shares is None:
+        return np.ones(sum(sizes))
+    if len(shares) != len(sizes) or any(s <= 0 for s in shares):
+        raise ValueError("need one positive weight per source")
+    total = float(sum(shares))
+    w: np.ndarray[Any, Any] = np.concatenate(
+        [np.full(n, s / total / n) for n, s in zip(sizes, shares, strict=True)]
+    )
+    return w * (len(w) / float(w.sum()))
+
+
 def fit(
-    rows: Sequence[dict[str, Any]], target_far: float, confident_far: float, c: float = 1.0
+    rows: Sequence[dict[str, Any]],
+    target_far: float,
+    confident_far: float,
+    c: float = 1.0,
+    weights: np.ndarray[Any, Any] | None = None,
 ) -> dict[str, Any]:
-    """Fit on the given (train) rows; returns the ``calibrated`` and ``tiers`` config sections."""
+    """Fit on the given (train) rows; returns the ``calibrated`` and ``tiers`` config sections.
+    ``weights`` (see :func:`source_weights`) weigh the rows in the fit and in the bounds."""
     from sklearn.linear_model import LogisticRegression
 
     x = matrix(rows)
     y = np.array([1 if r["answerable"] else 0 for r in rows])
     if len(set(y.tolist())) < 2:
         raise SystemExit("calibration needs both answerable and unanswerable train questions")
-    means = x.mean(axis=0)
-    scales = x.std(axis=0)
+    if weights is None:
+        means = x.mean(axis=0)
+        scales = x.std(axis=0)
+    else:
+        means = np.average(x, axis=0, weights=weights)
+        scales = np.sqrt(np.average((x - means) ** 2, axis=0, weights=weights))
     scales[scales < 1e-9] = 1.0  # a constant feature carries no information
     model = LogisticRegression(C=c, max_iter=2000, class_weight="balanced")
-    model.fit((x - means) / scales, y)
+    model.fit((x - means) / scales, y, sample_weight=weights)
     coef = model.coef_[0]
     z = model.intercept_[0] + ((x - means) / scales) @ coef
     p = 1.0 / (1.0 + np.exp(-z))
-    uncertain = threshold_for_far(p, y, target_far)
-    confident = max(uncertain, threshold_for_far(p, y, confident_far))
+    uncertain = threshold_for_far(p, y, target_far, weights)
+    confident = max(uncertain, threshold_for_far(p, y, confident_far, weights))
+    w = np.ones(len(y)) if weights is None else weights
+    neg, pos = w * (y == 0), w * (y == 1)
     return {
         "calibrated": {
             "bias": _sig(model.intercept_[0]),
@@ -122,8 +173,8 @@ def fit(
         "train": {
             "n": len(rows),
             "answerable": int(y.sum()),
-            "far_at_uncertain": float(((p >= uncertain) & (y == 0)).sum() / max(1, (y == 0).sum())),
-            "frr_at_uncertain": float(((p < uncertain) & (y == 1)).sum() / max(1, (y == 1).sum())),
+            "far_at_uncertain": float(neg[p >= uncertain].sum() / max(1e-12, neg.sum())),
+            "frr_at_uncertain": float(pos[p < uncertain].sum() / max(1e-12, pos.sum())),
         },
     }
 
@@ -191,7 +242,12 @@ def write_config(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="candor calibrate")
-    ap.add_argument("results", type=Path, help="rows from `candor eval run`")
+    ap.add_argument(
+        "results",
+        type=Path,
+        nargs="+",
+        help="rows from `candor eval run`; several files are pooled, one source each",
+    )
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument(
         "--target-far",
@@ -200,27 +256,51 @@ def main(argv: list[str] | None = None) -> int:
         help="false acceptance allowed at the pass (uncertain) bound",
     )
     ap.add_argument("--confident-far", type=float, default=0.01)
+    ap.add_argument(
+        "--weight",
+        type=float,
+        action="append",
+        default=None,
+        help="one per results file, in order: the share of the fit (and of the bounds' rates) "
+        "that file's rows carry, e.g. your own questions beside a public set; default: every "
+        "row weighs the same",
+    )
     ap.add_argument("--source", default="", help="dataset name for the provenance")
     args = ap.parse_args(argv)
-    rows = [r for r in read_rows(args.results) if r.get("split") == "train"]
-    if not rows:
-        raise SystemExit("no train-split rows: calibrate never fits on test questions")
-    skipped = sum(1 for r in rows if r["signals"].get("reader_skipped"))
-    if skipped:
-        # Rows from a deployed gate that did not read (a certain reading would still refuse)
-        # enter with reader = 0, its lower bound, which overstates the reader's weight.
-        print(
-            f"{args.results}: {skipped} train row(s) have no reading (reader_skipped); "
-            "to fit the reader's weight, run `candor eval run` in-process",
-            file=sys.stderr,
+    if args.weight is not None and len(args.weight) != len(args.results):
+        ap.error(
+            f"--weight given {len(args.weight)} time(s) for {len(args.results)} results file(s)"
         )
-    fitted = fit(rows, args.target_far, args.confident_far)
+    if args.weight is not None and any(w <= 0 for w in args.weight):
+        ap.error("--weight must be positive")
+    sources: list[list[dict[str, Any]]] = []
+    for path in args.results:
+        train = [r for r in read_rows(path) if r.get("split") == "train"]
+        if not train:
+            raise SystemExit(f"{path}: no train-split rows: calibrate never fits on test questions")
+        skipped = sum(1 for r in train if r["signals"].get("reader_skipped"))
+        if skipped:
+            # Rows from a deployed gate that did not read (a certain reading would still refuse)
+            # enter with reader = 0, its lower bound, which overstates the reader's weight.
+            print(
+                f"{path}: {skipped} train row(s) have no reading (reader_skipped); "
+                "to fit the reader's weight, run `candor eval run` in-process",
+                file=sys.stderr,
+            )
+        sources.append(train)
+    rows = [r for train in sources for r in train]
+    weights = (
+        None if args.weight is None else source_weights([len(t) for t in sources], args.weight)
+    )
+    fitted = fit(rows, args.target_far, args.confident_far, weights=weights)
     model = reader_model(rows)
     if model and fitted["calibrated"]["coefficients"].get("reader"):
         fitted["calibrated"]["reader_model"] = model
-    version = write_config(
-        fitted, args.out, args.source or str(args.results), args.target_far, args.confident_far
+    provenance = args.source or " + ".join(
+        str(p) + ("" if args.weight is None else f" (weight {w:g})")
+        for p, w in zip(args.results, args.weight or [1.0] * len(args.results), strict=True)
     )
+    version = write_config(fitted, args.out, provenance, args.target_far, args.confident_far)
     print(
         f"wrote {args.out} version {version}: train n={fitted['train']['n']}, "
         f"FAR {fitted['train']['far_at_uncertain']:.3f}, "
