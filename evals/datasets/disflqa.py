@@ -342,20 +342,30 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    try:
-        options = BuildOptions(
-            seed=args.seed,
-            limit=args.limit,
-            test_fraction=args.test_fraction,
-            absent_fraction=args.absent_fraction,
-        )
-        out = prepare(args.out, options, source=args.source, cache_dir=args.cache_dir)
-    except (SourceError, ValueError) as exc:
-        print(f"candor eval prepare disflqa: {exc}", file=sys.stderr)
-        return 2
+def options_from(args: argparse.Namespace, **overrides: Any) -> BuildOptions:
+    """The build options the parsed ``prepare`` arguments ask for (SQuADShifts adds its own)."""
+    return BuildOptions(
+        seed=args.seed,
+        limit=args.limit,
+        test_fraction=args.test_fraction,
+        absent_fraction=args.absent_fraction,
+        **overrides,
+    )
+
+
+def print_written(out: Path) -> None:
+    """What a built dataset in ``out`` holds, from its manifest."""
     counts = json.loads((out / MANIFEST_FILE).read_text(encoding="utf-8"))["counts"]
     print(f"wrote {out}")
     print(f"  questions {counts['questions']}: {counts['by_kind']}")
     print(f"  corpus {counts['corpus']}; by split {counts['by_split']}")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        out = prepare(args.out, options_from(args), source=args.source, cache_dir=args.cache_dir)
+    except (SourceError, ValueError) as exc:
+        print(f"candor eval prepare disflqa: {exc}", file=sys.stderr)
+        return 2
+    print_written(out)
     return 0

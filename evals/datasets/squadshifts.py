@@ -27,7 +27,6 @@ from typing import Any
 from evals.datasets import builder, disflqa
 from evals.datasets.builder import write_built
 from evals.datasets.disflqa import BuildOptions, Example
-from evals.datasets.format import MANIFEST_FILE
 from evals.datasets.pinned import SourceError
 
 DOMAINS: tuple[str, ...] = ("amazon_reviews", "reddit", "nyt", "new_wiki")
@@ -118,19 +117,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        options = BuildOptions(
-            seed=args.seed,
-            limit=args.limit,
-            test_fraction=args.test_fraction,
-            absent_fraction=args.absent_fraction,
-            split_within_halves=True,
-        )
+        options = disflqa.options_from(args, split_within_halves=True)
         out = prepare(args.domain, args.out, options, source=args.source, cache_dir=args.cache_dir)
     except (SourceError, ValueError) as exc:
         print(f"candor eval prepare squadshifts: {exc}", file=sys.stderr)
         return 2
-    counts = json.loads((out / MANIFEST_FILE).read_text(encoding="utf-8"))["counts"]
-    print(f"wrote {out}")
-    print(f"  questions {counts['questions']}: {counts['by_kind']}")
-    print(f"  corpus {counts['corpus']}; by split {counts['by_split']}")
+    disflqa.print_written(out)
     return 0
