@@ -80,31 +80,20 @@ def threshold_for_far(
 ) -> float:
     """Lowest score threshold whose false-acceptance rate (negatives >= t) is <= target; with
     ``weights``, the rate is the passed negatives' share of the negatives' total weight."""
-    if weights is not None:
-        return _weighted_threshold_for_far(scores, labels, target, weights)
-    negatives = np.sort(scores[labels == 0])[::-1]
-    if len(negatives) == 0:
-        return float(scores.min())
-    allowed = math.floor(target * len(negatives))
-    # Accepting strictly above the (allowed+1)-th highest negative keeps FAR <= target.
-    boundary = negatives[allowed] if allowed < len(negatives) else -math.inf
-    above = scores[scores > boundary]
-    return float(above.min()) if len(above) else float(boundary + 1e-9)
-
-
-def _weighted_threshold_for_far(
-    scores: np.ndarray[Any, Any],
-    labels: np.ndarray[Any, Any],
-    target: float,
-    weights: np.ndarray[Any, Any],
-) -> float:
     neg = labels == 0
-    order = np.argsort(-scores[neg], kind="stable")
-    negatives, weight = scores[neg][order], weights[neg][order]
-    if len(negatives) == 0:
+    if not neg.any():
         return float(scores.min())
-    # How many of the highest negatives fit in the budget, in total weight.
-    allowed = int(np.searchsorted(np.cumsum(weight), target * weight.sum() * (1 + 1e-12), "right"))
+    order = np.argsort(-scores[neg], kind="stable")
+    negatives = scores[neg][order]
+    if weights is None:
+        allowed = math.floor(target * len(negatives))
+    else:
+        # How many of the highest negatives fit in the budget, in total weight.
+        weight = weights[neg][order]
+        allowed = int(
+            np.searchsorted(np.cumsum(weight), target * weight.sum() * (1 + 1e-12), "right")
+        )
+    # Accepting strictly above the (allowed+1)-th highest negative keeps FAR <= target.
     boundary = negatives[allowed] if allowed < len(negatives) else -math.inf
     above = scores[scores > boundary]
     return float(above.min()) if len(above) else float(boundary + 1e-9)

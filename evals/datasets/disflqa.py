@@ -322,23 +322,28 @@ def default_out_dir(options: BuildOptions) -> Path:
     return builder.default_out_dir("disflqa", options.limit, options.seed, BuildOptions.seed)
 
 
-def add_arguments(ap: argparse.ArgumentParser) -> None:
-    """The ``candor eval prepare disflqa`` options."""
-    d = BuildOptions()
+def add_arguments(
+    ap: argparse.ArgumentParser,
+    defaults: BuildOptions = BuildOptions(),
+    source_count: str = "8,000",
+    source_help: str = "the bigbench sdist or the disfl_qa task.json",
+) -> None:
+    """The ``candor eval prepare disflqa`` options (SQuADShifts passes its own defaults)."""
     builder.add_common_arguments(
         ap,
-        seed=d.seed,
-        test_fraction=d.test_fraction,
-        source_count="8,000",
-        source_help="the bigbench sdist or the disfl_qa task.json (default: the pinned sdist in "
-        "--cache-dir, downloaded from PyPI if missing)",
+        seed=defaults.seed,
+        test_fraction=defaults.test_fraction,
+        source_count=source_count,
+        source_help=f"{source_help} (default: the pinned sdist in --cache-dir, downloaded from "
+        "PyPI if missing)",
         cache_dir=DEFAULT_CACHE_DIR,
     )
     ap.add_argument(
         "--absent-fraction",
         type=float,
-        default=d.absent_fraction,
-        help=f"share of questions whose paragraph is not indexed (default {d.absent_fraction})",
+        default=defaults.absent_fraction,
+        help="share of questions whose paragraph is not indexed "
+        f"(default {defaults.absent_fraction})",
     )
 
 

@@ -95,23 +95,13 @@ def default_out_dir(domain: str, options: BuildOptions) -> Path:
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    """The ``candor eval prepare squadshifts`` options."""
+    """The ``candor eval prepare squadshifts`` options: a domain, then Disfl-QA's."""
     ap.add_argument("domain", choices=DOMAINS, help="which kind of text")
-    builder.add_common_arguments(
+    disflqa.add_arguments(
         ap,
-        seed=DEFAULT_OPTIONS.seed,
-        test_fraction=DEFAULT_OPTIONS.test_fraction,
+        DEFAULT_OPTIONS,
         source_count="~10,000 of the domain",
-        source_help="the bigbench sdist or the domain's JSON file (default: the pinned sdist in "
-        "--cache-dir, downloaded from PyPI if missing)",
-        cache_dir=disflqa.DEFAULT_CACHE_DIR,
-    )
-    ap.add_argument(
-        "--absent-fraction",
-        type=float,
-        default=DEFAULT_OPTIONS.absent_fraction,
-        help="share of questions whose paragraph is not indexed "
-        f"(default {DEFAULT_OPTIONS.absent_fraction})",
+        source_help="the bigbench sdist or the domain's JSON file",
     )
 
 
