@@ -7,6 +7,7 @@ content terms, with a small preference for higher-ranked evidence.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import AsyncGenerator
 
 from candor.text import content_terms, expected_answer_type, has_answer_type, sentences
@@ -28,6 +29,34 @@ def _plain(sentence: str) -> str:
     return sentence.replace("**", "").replace("__", "")
 
 
+_TERMINAL = (".", "!", "?", ":", ";", ")", '"', "'", "\u201d", "\u2019")
+_LIST_OR_HEADING = re.compile(r"^\s*(?:[-*+#]|\d+[.)])\s")
+
+
+def _whole_sentences(text: str) -> list[tuple[int, str]]:
+    """(position, sentence) for the chunk's sentences, without the ones its window cut.
+
+    Chunks are token windows cut at word boundaries (retrieval_svc.ingest), so a chunk may
+    start or end mid-sentence. Quoted alone, "…refunds can take up" or "to 21 days because…"
+    reads as a whole claim that the source never made; the overlapping chunk holds the whole
+    sentence, and that is the one worth quoting.
+    """
+    found = sentences(text)
+    if not found:
+        return []
+    cut: set[int] = set()
+    last_line = text.rstrip().rsplit("\n", 1)[-1]
+    if not _plain(found[-1]).rstrip("*_ ").endswith(_TERMINAL) and not _LIST_OR_HEADING.match(
+        last_line
+    ):
+        cut.add(len(found) - 1)
+    # The body's first sentence follows the chunk's heading line, if it has one.
+    first = 1 if len(found) > 1 and _is_label(found[0]) else 0
+    if found[first][:1].islower():
+        cut.add(first)
+    return [(i, s) for i, s in enumerate(found) if i not in cut]
+
+
 class ExtractiveBackend:
     name = "extractive"
 
@@ -42,7 +71,7 @@ class ExtractiveBackend:
         query = set(content_terms(inp.query))
         pool: list[tuple[int, int, str, set[str]]] = []
         for ei, ev in enumerate(inp.evidence):
-            for si, sentence in enumerate(sentences(ev.text)):
+            for si, sentence in _whole_sentences(ev.text):
                 pool.append((ei, si, sentence, set(content_terms(sentence))))
         if not pool or not query:
             return []

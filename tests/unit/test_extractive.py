@@ -116,3 +116,51 @@ def test_select_skips_headings_and_respects_max_sentences() -> None:
     assert len(picked) == 2
     assert all(ei == 0 for ei, _ in picked)
     assert "How to void a label" not in [s for _, s in picked]
+
+
+# Neighbouring windows of one section (retrieval_svc.ingest cuts at word boundaries): the first
+# ends mid-sentence, the second starts mid-sentence.
+CUT_TAIL = EvidenceItem(
+    "refunds#p3c1",
+    "Refunds for Unused Labels",
+    "When the money comes back\n\n"
+    "to 21 days because the carrier waits for its own scan records to close.\n\n"
+    "You can dispute a rejected refund by contacting Support within 30 days.\n\n"
+    "Fees for optional extras bought with the label, such as Parcelio Cover insurance and "
+    "signature confirmation, are refunded",
+)
+CUT_HEAD = EvidenceItem(
+    "refunds#p3c2",
+    "Refunds for Unused Labels",
+    "When the money comes back\n\n"
+    "extras bought with the label, such as Parcelio Cover insurance and signature "
+    "confirmation, are refunded together with the postage. Insurance claims are separate.",
+)
+
+
+def test_select_never_quotes_a_sentence_the_chunk_window_cut() -> None:
+    picked = ExtractiveBackend(max_sentences=5).select(
+        gen("Are Parcelio Cover insurance fees refunded with the label?", CUT_TAIL, CUT_HEAD)
+    )
+    quoted = [s for _, s in picked]
+    assert "Insurance claims are separate." in quoted
+    assert not [s for s in quoted if s.endswith("are refunded") or s.startswith("extras ")]
+    # "to 21 days because…" is a cut head too, even though it matches a "how long" question.
+    how_long = ExtractiveBackend(max_sentences=5).select(gen("How long do refunds take?", CUT_TAIL))
+    assert not [s for _, s in how_long if s.startswith("to 21 days")]
+
+
+def test_select_keeps_a_whole_chunk_and_a_final_list_item_without_a_full_stop() -> None:
+    steps = EvidenceItem(
+        "refunds#p1c0",
+        "Refunds for Unused Labels",
+        "How to void a label\n\n"
+        "1. Go to **Shipments** and find the label you want to void.\n"
+        "2. Confirm the number of labels and the total amount to be refunded",
+    )
+    quoted = [
+        s for _, s in ExtractiveBackend(5).select(gen("confirm total amount refunded", steps))
+    ]
+    assert quoted and quoted[0].startswith("2. Confirm the number of labels")
+    whole = [s for _, s in ExtractiveBackend(5).select(gen("how long do refunds take", REFUNDS))]
+    assert "Kestrel Express refunds can take up to 21 days." in whole
