@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import AsyncGenerator
+from typing import NamedTuple
 
 from candor.text import content_terms, expected_answer_type, has_answer_type, sentences
 from generator_svc.citations import CitationClaim
@@ -33,28 +34,49 @@ _TERMINAL = (".", "!", "?", ":", ";", ")", '"', "'", "\u201d", "\u2019")
 _LIST_OR_HEADING = re.compile(r"^\s*(?:[-*+#]|\d+[.)])\s")
 
 
-def _whole_sentences(text: str) -> list[tuple[int, str]]:
-    """(position, sentence) for the chunk's sentences, without the ones its window cut.
+class Quote(NamedTuple):
+    """One evidence sentence the answer quotes."""
 
-    Chunks are token windows cut at word boundaries (retrieval_svc.ingest), so a chunk may
-    start or end mid-sentence. Quoted alone, "…refunds can take up" or "to 21 days because…"
-    reads as a whole claim that the source never made; the overlapping chunk holds the whole
-    sentence, and that is the one worth quoting.
+    evidence: int
+    """Index into the request's evidence."""
+    sentence: str
+    cut_head: bool = False
+    """The chunk's window starts inside this sentence: its beginning is not in the chunk."""
+    cut_tail: bool = False
+    """The window ends inside it: its end is not in the chunk."""
+
+    def text(self) -> str:
+        """The sentence as the answer shows it, an ellipsis where the window cut it."""
+        return (
+            f"{'…' if self.cut_head else ''}{_plain(self.sentence)}{'…' if self.cut_tail else ''}"
+        )
+
+
+def _quotes(ei: int, text: str) -> list[Quote]:
+    """The chunk's sentences, each marked where the chunk's window cut it.
+
+    Chunks are token windows cut at word boundaries (retrieval_svc.ingest), so a chunk may start
+    or end mid-sentence. Shown bare, "Fees for optional extras … are refunded" (the rest of the
+    sentence is in the next window) would read as a whole claim the source never made.
     """
     found = sentences(text)
     if not found:
         return []
-    cut: set[int] = set()
     last_line = text.rstrip().rsplit("\n", 1)[-1]
-    if not _plain(found[-1]).rstrip("*_ ").endswith(_TERMINAL) and not _LIST_OR_HEADING.match(
-        last_line
-    ):
-        cut.add(len(found) - 1)
+    tail = not _plain(found[-1]).rstrip("*_ ").endswith(_TERMINAL) and not (
+        _LIST_OR_HEADING.match(last_line)
+    )
     # The body's first sentence follows the chunk's heading line, if it has one.
     first = 1 if len(found) > 1 and _is_label(found[0]) else 0
-    if found[first][:1].islower():
-        cut.add(first)
-    return [(i, s) for i, s in enumerate(found) if i not in cut]
+    head = found[first][:1].islower()
+    return [
+        Quote(ei, sentence, head and i == first, tail and i == len(found) - 1)
+        for i, sentence in enumerate(found)
+    ]
+
+
+def _key(sentence: str) -> str:
+    return " ".join(_plain(sentence).lower().split())
 
 
 class ExtractiveBackend:
@@ -66,30 +88,43 @@ class ExtractiveBackend:
     async def aclose(self) -> None:
         """Nothing to release: the extractive answerer holds no connections."""
 
-    def select(self, inp: GenerationInput) -> list[tuple[int, str]]:
-        """(evidence index, sentence) pairs, best first, at most ``max_sentences``."""
+    def select(self, inp: GenerationInput) -> list[Quote]:
+        """The evidence sentences to quote, best first, at most ``max_sentences``.
+
+        A sentence is quoted once however many chunks hold it, and a cut one only when no chunk
+        holds it whole.
+        """
         query = set(content_terms(inp.query))
-        pool: list[tuple[int, int, str, set[str]]] = []
-        for ei, ev in enumerate(inp.evidence):
-            for si, sentence in _whole_sentences(ev.text):
-                pool.append((ei, si, sentence, set(content_terms(sentence))))
+        pool = [q for ei, ev in enumerate(inp.evidence) for q in _quotes(ei, ev.text)]
         if not pool or not query:
             return []
-        df = {t: sum(1 for *_, terms in pool if t in terms) for t in query}
+        whole = [_key(q.sentence) for q in pool if not (q.cut_head or q.cut_tail)]
+        pool = [
+            q
+            for q in pool
+            if not (q.cut_head or q.cut_tail) or not any(_key(q.sentence) in w for w in whole)
+        ]
+        terms = [set(content_terms(q.sentence)) for q in pool]
+        df = {t: sum(1 for ts in terms if t in ts) for t in query}
         idf = {t: math.log(1 + len(pool) / (1 + df[t])) for t in query}
         wanted = expected_answer_type(inp.query)
         scored = []
-        for ei, si, sentence, terms in pool:
-            overlap = sum(idf[t] for t in query & terms)
-            if overlap <= 0 or _is_label(sentence):
+        for position, (q, ts) in enumerate(zip(pool, terms, strict=True)):
+            overlap = sum(idf[t] for t in query & ts)
+            if overlap <= 0 or _is_label(q.sentence):
                 continue
             # A sentence holding the kind of fact asked for (a duration for "how long") wins ties
             # against sentences that merely share the question's words.
-            bonus = 1.5 if wanted and has_answer_type(sentence, wanted) else 1.0
-            scored.append((bonus * overlap / (1 + 0.1 * ei), ei, si, sentence))
-        scored.sort(key=lambda s: (-s[0], s[1], s[2]))
-        chosen = scored[: self._max]
-        return [(ei, sentence) for _, ei, _, sentence in chosen]
+            bonus = 1.5 if wanted and has_answer_type(q.sentence, wanted) else 1.0
+            scored.append((bonus * overlap / (1 + 0.1 * q.evidence), position, q))
+        scored.sort(key=lambda s: (-s[0], s[1]))
+        chosen: list[Quote] = []
+        seen: set[str] = set()
+        for _, _, q in scored:
+            if _key(q.sentence) not in seen and len(chosen) < self._max:
+                seen.add(_key(q.sentence))
+                chosen.append(q)
+        return chosen
 
     async def stream(self, inp: GenerationInput) -> AsyncGenerator[str | Draft, None]:
         input_tokens = len(inp.query.split()) + sum(len(e.text.split()) for e in inp.evidence)
@@ -103,11 +138,11 @@ class ExtractiveBackend:
         if inp.tier == "uncertain":
             parts.append(CAVEAT)
             yield CAVEAT
-        for ei, sentence in picked:
-            piece = f"{_plain(sentence)} [{ei + 1}]"
+        for q in picked:
+            piece = f"{q.text()} [{q.evidence + 1}]"
             piece = piece if not citations else " " + piece
             parts.append(piece)
-            citations.append(CitationClaim(inp.evidence[ei].chunk_id, sentence))
+            citations.append(CitationClaim(inp.evidence[q.evidence].chunk_id, q.sentence))
             yield piece
         text = "".join(parts)
         yield Draft(text, tuple(citations), input_tokens, len(text.split()))

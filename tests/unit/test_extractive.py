@@ -114,8 +114,8 @@ async def test_no_evidence_asks_for_clarification() -> None:
 def test_select_skips_headings_and_respects_max_sentences() -> None:
     picked = ExtractiveBackend(max_sentences=2).select(gen("void label shipments", VOIDING))
     assert len(picked) == 2
-    assert all(ei == 0 for ei, _ in picked)
-    assert "How to void a label" not in [s for _, s in picked]
+    assert all(q.evidence == 0 for q in picked)
+    assert "How to void a label" not in [q.sentence for q in picked]
 
 
 # Neighbouring windows of one section (retrieval_svc.ingest cuts at word boundaries): the first
@@ -138,19 +138,41 @@ CUT_HEAD = EvidenceItem(
 )
 
 
-def test_select_never_quotes_a_sentence_the_chunk_window_cut() -> None:
-    picked = ExtractiveBackend(max_sentences=5).select(
-        gen("Are Parcelio Cover insurance fees refunded with the label?", CUT_TAIL, CUT_HEAD)
+async def test_a_sentence_the_chunk_window_cut_is_shown_cut() -> None:
+    _, draft = await run(
+        gen("Are Parcelio Cover insurance fees refunded with the label?", CUT_TAIL), 1
     )
-    quoted = [s for _, s in picked]
+    assert draft.text == (
+        "Fees for optional extras bought with the label, such as Parcelio Cover insurance and "
+        "signature confirmation, are refunded… [1]"
+    )
+    # The citation quotes what the chunk holds; the ellipsis is the answer's, not the source's.
+    assert draft.citations[0].quote.endswith("are refunded")
+    assert all(
+        c.verified for c in verify_citations(draft.citations, {CUT_TAIL.chunk_id: CUT_TAIL.text})
+    )
+    _, draft = await run(gen("How long until the scan records close?", CUT_TAIL), 1)
+    assert draft.text.startswith("…to 21 days because the carrier waits")
+
+
+def test_a_cut_sentence_gives_way_to_a_whole_copy_and_no_sentence_is_quoted_twice() -> None:
+    whole = EvidenceItem(
+        "refunds#p9c0",
+        "Refunds for Unused Labels",
+        "Fees for optional extras bought with the label, such as Parcelio Cover insurance and "
+        "signature confirmation, are refunded together with the postage.",
+    )
+    picked = ExtractiveBackend(max_sentences=5).select(
+        gen("Are Parcelio Cover insurance fees refunded?", CUT_TAIL, CUT_HEAD, whole, whole)
+    )
+    quoted = [q.sentence for q in picked]
+    assert quoted.count(whole.text) == 1
+    assert [q.evidence for q in picked if q.sentence == whole.text] == [2]
+    assert not [q for q in picked if q.cut_head or q.cut_tail]
     assert "Insurance claims are separate." in quoted
-    assert not [s for s in quoted if s.endswith("are refunded") or s.startswith("extras ")]
-    # "to 21 days because…" is a cut head too, even though it matches a "how long" question.
-    how_long = ExtractiveBackend(max_sentences=5).select(gen("How long do refunds take?", CUT_TAIL))
-    assert not [s for _, s in how_long if s.startswith("to 21 days")]
 
 
-def test_select_keeps_a_whole_chunk_and_a_final_list_item_without_a_full_stop() -> None:
+def test_a_whole_chunk_and_a_final_list_item_without_a_full_stop_are_not_marked_cut() -> None:
     steps = EvidenceItem(
         "refunds#p1c0",
         "Refunds for Unused Labels",
@@ -158,9 +180,8 @@ def test_select_keeps_a_whole_chunk_and_a_final_list_item_without_a_full_stop() 
         "1. Go to **Shipments** and find the label you want to void.\n"
         "2. Confirm the number of labels and the total amount to be refunded",
     )
-    quoted = [
-        s for _, s in ExtractiveBackend(5).select(gen("confirm total amount refunded", steps))
-    ]
-    assert quoted and quoted[0].startswith("2. Confirm the number of labels")
-    whole = [s for _, s in ExtractiveBackend(5).select(gen("how long do refunds take", REFUNDS))]
-    assert "Kestrel Express refunds can take up to 21 days." in whole
+    picked = ExtractiveBackend(5).select(gen("confirm total amount refunded", steps))
+    assert picked[0].sentence.startswith("2. Confirm the number of labels")
+    picked += ExtractiveBackend(5).select(gen("how long do refunds take", REFUNDS))
+    assert "Kestrel Express refunds can take up to 21 days." in [q.sentence for q in picked]
+    assert not [q for q in picked if q.cut_head or q.cut_tail]
