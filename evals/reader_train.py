@@ -29,6 +29,7 @@ import argparse
 import json
 import math
 import random
+import re
 import sys
 import tempfile
 import time
@@ -119,36 +120,94 @@ class Reader(nn.Module):
         return self.head(pooled).squeeze(-1), span
 
 
+#: Per layer, the BERT linear maps in the order the reader's ``Layer`` names them (q, k, v, o,
+#: up, down), by the name of the bias each export adds after the weight.
+_ROLE_BIASES = (
+    "attention.self.query",
+    "attention.self.key",
+    "attention.self.value",
+    "attention.output.dense",
+    "intermediate.dense",
+    "output.dense",
+)
+
+
 def _dequantised(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    """Float weights by name; int8 ones (``_q``/``_scale``, or ONNX Runtime's dynamic
+    quantisation: ``_quantized``/``_scale``/``_zero_point``) are dequantised."""
     inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     out: dict[str, np.ndarray] = {}
     for name, arr in inits.items():
         if name.endswith("_q"):
             base = name[:-2]
             out[base] = arr.astype(np.float32) * inits[base + "_scale"].astype(np.float32)
-        elif not name.endswith("_scale"):
+        elif name.endswith("_quantized"):
+            base = name[: -len("_quantized")]
+            zero = inits[base + "_zero_point"].astype(np.float32)
+            out[base] = (arr.astype(np.float32) - zero) * inits[base + "_scale"].astype(np.float32)
+        elif not name.endswith(("_scale", "_zero_point")):
             out[name] = arr
     return out
 
 
-def _onnx_weights(path: Path) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
-    """Named weights and the per-layer MatMul matrices (graph order) of a BERT-shaped ONNX file.
+def _integer_matmul_weights(model: onnx.ModelProto) -> dict[str, str]:
+    """Bias name → weight name for each ``MatMulInteger`` of a dynamically quantised export.
 
-    Works for the bundled int8 MiniLM (weights dequantised) and for plain fp32 exports, whose
-    MatMul weights are anonymous initializers fed straight into the MatMul.
+    Nothing promises its graph order, so each weight is named by the bias its output reaches
+    through the dequantising Cast and Mul nodes.
+    """
+    consumers: dict[str, list[onnx.NodeProto]] = {}
+    for node in model.graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    biases = {t.name for t in model.graph.initializer if t.name.endswith(".bias")}
+    link: dict[str, str] = {}
+    for node in model.graph.node:
+        if node.op_type != "MatMulInteger":
+            continue
+        frontier, found = list(node.output), ""
+        while frontier and not found:
+            for c in consumers.get(frontier.pop(0), []):
+                if c.op_type == "Add" and (hit := [i for i in c.input if i in biases]):
+                    found = hit[0]
+                    break
+                if c.op_type in ("Cast", "Mul"):
+                    frontier += list(c.output)
+        if not found or found in link:
+            raise RuntimeError(f"cannot place the weight of {node.name} by its bias")
+        link[found] = node.input[1].removesuffix("_quantized")
+    return link
+
+
+def _onnx_weights(path: Path) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
+    """Named weights and the per-layer linear matrices (q, k, v, o, up, down) of a BERT export.
+
+    Works for the bundled int8 MiniLM (weights dequantised), for plain fp32 exports, whose
+    MatMul weights are anonymous initializers fed straight into the MatMul, and for ONNX
+    Runtime's dynamic int8 (``MatMulInteger``, e.g. the ms-marco cross-encoder).
     """
     model = onnx.load(str(path))
     w = _dequantised(model)
-    producer = {o: n for n in model.graph.node for o in n.output}
-    mats = []
-    for node in model.graph.node:
-        if node.op_type != "MatMul" or node.input[1] not in w:
-            continue
-        src = producer.get(node.input[1])
-        if src is None or src.op_type == "Mul":
-            mats.append(w[node.input[1]])
     word = "embeddings.word_embeddings.weight"
     prefix = next(k[: -len(word)] for k in w if k.endswith(word))
+    link = _integer_matmul_weights(model)
+    if link:
+        found = (re.search(r"encoder\.layer\.(\d+)\.", k) for k in link)
+        layers = sorted({int(m.group(1)) for m in found if m})
+        mats = [
+            w[link[f"{prefix}encoder.layer.{i}.{role}.bias"]]
+            for i in layers
+            for role in _ROLE_BIASES
+        ]
+    else:
+        producer = {o: n for n in model.graph.node for o in n.output}
+        mats = []
+        for node in model.graph.node:
+            if node.op_type != "MatMul" or node.input[1] not in w:
+                continue
+            src = producer.get(node.input[1])
+            if src is None or src.op_type == "Mul":
+                mats.append(w[node.input[1]])
     return {k[len(prefix) :]: v for k, v in w.items() if k.startswith(prefix)}, mats
 
 
@@ -173,17 +232,9 @@ def from_base(path: Path | None = None) -> Reader:
         "ln.bias": torch.tensor(w["embeddings.LayerNorm.bias"]),
     }
     names = ("q", "k", "v", "o", "up", "down")
-    onnx_bias = (
-        "attention.self.query",
-        "attention.self.key",
-        "attention.self.value",
-        "attention.output.dense",
-        "intermediate.dense",
-        "output.dense",
-    )
     for i in range(layers):
         lp = f"encoder.layer.{i}."
-        for j, (ours, theirs) in enumerate(zip(names, onnx_bias, strict=True)):
+        for j, (ours, theirs) in enumerate(zip(names, _ROLE_BIASES, strict=True)):
             sd[f"layers.{i}.{ours}.weight"] = torch.tensor(mats[6 * i + j].T.copy())
             sd[f"layers.{i}.{ours}.bias"] = torch.tensor(w[lp + theirs + ".bias"])
         sd[f"layers.{i}.ln1.weight"] = torch.tensor(w[lp + "attention.output.LayerNorm.weight"])
