@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import string
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -23,8 +24,10 @@ LONG_REFERENCE = 4
 
 
 def normalise(text: str) -> list[str]:
-    """Lower case, no punctuation or articles, whitespace tokens."""
-    return _ARTICLES.sub(" ", text.lower().translate(_PUNCT)).split()
+    """Lower case, no punctuation (ASCII or Unicode: "refunded…" is "refunded") or articles,
+    whitespace tokens."""
+    bare = "".join(c for c in text.lower().translate(_PUNCT) if unicodedata.category(c)[0] != "P")
+    return _ARTICLES.sub(" ", bare).split()
 
 
 def is_yes_no(reference: str) -> bool:

@@ -91,19 +91,17 @@ class ExtractiveBackend:
     def select(self, inp: GenerationInput) -> list[Quote]:
         """The evidence sentences to quote, best first, at most ``max_sentences``.
 
-        A sentence is quoted once however many chunks hold it, and a cut one only when no chunk
-        holds it whole.
+        A sentence is quoted once however many chunks hold it, and a cut one is quoted whole
+        when another chunk holds all of it.
         """
         query = set(content_terms(inp.query))
         pool = [q for ei, ev in enumerate(inp.evidence) for q in _quotes(ei, ev.text)]
         if not pool or not query:
             return []
-        whole = [_key(q.sentence) for q in pool if not (q.cut_head or q.cut_tail)]
-        pool = [
-            q
-            for q in pool
-            if not (q.cut_head or q.cut_tail) or not any(_key(q.sentence) in w for w in whole)
-        ]
+        whole: dict[str, Quote] = {}
+        for q in pool:
+            if not (q.cut_head or q.cut_tail):
+                whole.setdefault(_key(q.sentence), q)
         terms = [set(content_terms(q.sentence)) for q in pool]
         df = {t: sum(1 for ts in terms if t in ts) for t in query}
         idf = {t: math.log(1 + len(pool) / (1 + df[t])) for t in query}
@@ -121,6 +119,10 @@ class ExtractiveBackend:
         chosen: list[Quote] = []
         seen: set[str] = set()
         for _, _, q in scored:
+            if q.cut_head or q.cut_tail:
+                # Quote the whole sentence where another chunk holds it, in this one's place.
+                part = _key(q.sentence)
+                q = next((w for key, w in whole.items() if part in key), q)
             if _key(q.sentence) not in seen and len(chosen) < self._max:
                 seen.add(_key(q.sentence))
                 chosen.append(q)

@@ -11,6 +11,13 @@ from generator_svc.llm.extractive import ExtractiveBackend
 
 def test_normalise_drops_case_punctuation_and_articles() -> None:
     assert normalise("The Eiffel Tower, in 1889!") == ["eiffel", "tower", "in", "1889"]
+    # The extractive answer marks a cut sentence with "…"; quotes may be typographic.
+    assert normalise("…completed in 1889… “the fair”") == [
+        "completed",
+        "in",
+        "1889",
+        "fair",
+    ]
 
 
 def test_short_references_need_every_token() -> None:

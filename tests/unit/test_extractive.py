@@ -170,6 +170,15 @@ def test_a_cut_sentence_gives_way_to_a_whole_copy_and_no_sentence_is_quoted_twic
     assert [q.evidence for q in picked if q.sentence == whole.text] == [2]
     assert not [q for q in picked if q.cut_head or q.cut_tail]
     assert "Insurance claims are separate." in quoted
+    # The whole copy takes the cut one's place, even where it would rank below another sentence.
+    invoice = EvidenceItem(
+        "billing#p1c0", "Invoices", "Parcelio Cover insurance fees are listed on each invoice."
+    )
+    question = "Are Parcelio Cover insurance fees refunded?"
+    top = ExtractiveBackend(max_sentences=1).select(
+        gen(question, CUT_TAIL, invoice, REFUNDS, REFUNDS, REFUNDS, whole)
+    )
+    assert [(q.evidence, q.sentence) for q in top] == [(5, whole.text)]
 
 
 def test_a_whole_chunk_and_a_final_list_item_without_a_full_stop_are_not_marked_cut() -> None:
