@@ -79,6 +79,13 @@ def _key(sentence: str) -> str:
     return " ".join(_plain(sentence).lower().split())
 
 
+def _completes(whole: str, part: str, cut: Quote) -> bool:
+    """Whether sentence key ``whole`` is the uncut sentence that ``cut`` (key ``part``) is from."""
+    if cut.cut_head and cut.cut_tail:
+        return part in whole
+    return whole.endswith(part) if cut.cut_head else whole.startswith(part)
+
+
 class ExtractiveBackend:
     name = "extractive"
 
@@ -120,12 +127,15 @@ class ExtractiveBackend:
         seen: set[str] = set()
         for _, _, q in scored:
             if q.cut_head or q.cut_tail:
-                # Quote the whole sentence where another chunk holds it, in this one's place.
+                # Quote the whole sentence where another chunk holds it, in this one's place: the
+                # one that ends (cut head) or starts (cut tail) with what this chunk holds.
                 part = _key(q.sentence)
-                q = next((w for key, w in whole.items() if part in key), q)
-            if _key(q.sentence) not in seen and len(chosen) < self._max:
+                q = next((w for key, w in whole.items() if _completes(key, part, q)), q)
+            if _key(q.sentence) not in seen:
                 seen.add(_key(q.sentence))
                 chosen.append(q)
+                if len(chosen) == self._max:
+                    break
         return chosen
 
     async def stream(self, inp: GenerationInput) -> AsyncGenerator[str | Draft, None]:

@@ -179,6 +179,15 @@ def test_a_cut_sentence_gives_way_to_a_whole_copy_and_no_sentence_is_quoted_twic
         gen(question, CUT_TAIL, invoice, REFUNDS, REFUNDS, REFUNDS, whole)
     )
     assert [(q.evidence, q.sentence) for q in top] == [(5, whole.text)]
+    # A sentence that merely contains the cut words is another sentence, not the cut one whole.
+    other = EvidenceItem(
+        "faq#p1c0",
+        "FAQ",
+        "We confirm that fees for optional extras bought with the label, such as Parcelio Cover "
+        "insurance and signature confirmation, are refunded only on request.",
+    )
+    top = ExtractiveBackend(max_sentences=1).select(gen(question, CUT_TAIL, other))
+    assert [(q.evidence, q.cut_tail) for q in top] == [(0, True)]
 
 
 def test_a_whole_chunk_and_a_final_list_item_without_a_full_stop_are_not_marked_cut() -> None:
