@@ -12,7 +12,7 @@ from collections.abc import AsyncGenerator
 from typing import NamedTuple
 
 from candor.text import content_terms, expected_answer_type, has_answer_type, sentences
-from generator_svc.citations import CitationClaim
+from generator_svc.citations import CitationClaim, normalise
 from generator_svc.llm.base import Draft, GenerationInput
 
 CAVEAT = "This may be incomplete. "
@@ -75,10 +75,6 @@ def _quotes(ei: int, text: str) -> list[Quote]:
     ]
 
 
-def _key(sentence: str) -> str:
-    return " ".join(_plain(sentence).lower().split())
-
-
 def _completes(whole: str, part: str, cut: Quote) -> bool:
     """Whether sentence key ``whole`` is the uncut sentence that ``cut`` (key ``part``) is from."""
     if cut.cut_head and cut.cut_tail:
@@ -108,7 +104,7 @@ class ExtractiveBackend:
         whole: dict[str, Quote] = {}
         for q in pool:
             if not (q.cut_head or q.cut_tail):
-                whole.setdefault(_key(q.sentence), q)
+                whole.setdefault(normalise(q.sentence), q)
         terms = [set(content_terms(q.sentence)) for q in pool]
         df = {t: sum(1 for ts in terms if t in ts) for t in query}
         idf = {t: math.log(1 + len(pool) / (1 + df[t])) for t in query}
@@ -129,10 +125,11 @@ class ExtractiveBackend:
             if q.cut_head or q.cut_tail:
                 # Quote the whole sentence where another chunk holds it, in this one's place: the
                 # one that ends (cut head) or starts (cut tail) with what this chunk holds.
-                part = _key(q.sentence)
-                q = next((w for key, w in whole.items() if _completes(key, part, q)), q)
-            if _key(q.sentence) not in seen:
-                seen.add(_key(q.sentence))
+                part = normalise(q.sentence)
+                q = next((w for k, w in whole.items() if _completes(k, part, q)), q)
+            key = normalise(q.sentence)
+            if key not in seen:
+                seen.add(key)
                 chosen.append(q)
                 if len(chosen) == self._max:
                     break
