@@ -211,19 +211,23 @@ def _onnx_weights(path: Path) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
     return {k[len(prefix) :]: v for k, v in w.items() if k.startswith(prefix)}, mats
 
 
-def from_base(path: Path | None = None) -> Reader:
+def from_base(path: Path | None = None, keep_layers: int | None = None) -> Reader:
     """A reader with a BERT-shaped encoder's weights (the head stays freshly initialised).
 
     ``path`` defaults to the MiniLM the embedder ships; any uncased-WordPiece, 384-wide BERT
     export (e.g. bge-small-en-v1.5) works, because the reader's tokenizer is the same. The layer
-    count comes from the file, which is read once.
+    count comes from the file, which is read once; ``keep_layers`` keeps only the bottom ones,
+    so a deeper base can be trained at a shallower reader's cost per read.
     """
     w, mats = _onnx_weights(path or source_model())
-    layers = len({k.split(".")[2] for k in w if k.startswith("encoder.layer.")})
-    reader = Reader(layers)
+    found = len({k.split(".")[2] for k in w if k.startswith("encoder.layer.")})
     # Weighted MatMuls appear per layer in the order q, k, v, attention out, up, down.
-    if len(mats) != 6 * layers:
-        raise RuntimeError(f"expected {6 * layers} weight matrices, found {len(mats)}")
+    if len(mats) != 6 * found:
+        raise RuntimeError(f"expected {6 * found} weight matrices, found {len(mats)}")
+    if keep_layers is not None and not 0 < keep_layers <= found:
+        raise ValueError(f"keep_layers must be 1..{found}, got {keep_layers}")
+    layers = keep_layers or found
+    reader = Reader(layers)
     sd: dict[str, torch.Tensor] = {
         "word.weight": torch.tensor(w["embeddings.word_embeddings.weight"]),
         "position.weight": torch.tensor(w["embeddings.position_embeddings.weight"]),
@@ -377,9 +381,10 @@ def train(
     span_weight: float = 0.0,
     answers: dict[int, str] | None = None,
     base: Path | None = None,
+    keep_layers: int | None = None,
 ) -> Reader:
     torch.manual_seed(seed)
-    model = from_base(base)
+    model = from_base(base, keep_layers)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     steps = max(1, int(epochs * len(pairs) / batch))
     warm = max(1, steps // 10)
@@ -479,6 +484,12 @@ def main(argv: list[str] | None = None) -> int:
         help="a BERT-shaped ONNX encoder to start from (uncased WordPiece, 384 wide, e.g. "
         "bge-small-en-v1.5); default: the MiniLM the embedder ships",
     )
+    ap.add_argument(
+        "--keep-layers",
+        type=int,
+        help="keep only the base's bottom N encoder layers (a read costs about N/6 of a "
+        "6-layer reader's); default: all of them",
+    )
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.pairs is not None and args.pairs.exists():
@@ -513,6 +524,7 @@ def main(argv: list[str] | None = None) -> int:
         span_weight=args.span_weight,
         answers=answers,
         base=args.base,
+        keep_layers=args.keep_layers,
     )
     final = evaluate(model, dev)
     print(json.dumps({"dev": final}), file=sys.stderr)
@@ -527,6 +539,7 @@ def main(argv: list[str] | None = None) -> int:
         "lr": args.lr,
         "batch": args.batch,
         "seed": args.seed,
+        "keep_layers": args.keep_layers,
         "pair_weight": args.pair_weight,
         "span_weight": args.span_weight,
         "dev": final,
