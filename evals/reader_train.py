@@ -29,7 +29,6 @@ import argparse
 import json
 import math
 import random
-import re
 import sys
 import tempfile
 import time
@@ -190,13 +189,12 @@ def _onnx_weights(path: Path) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
     w = _dequantised(model)
     word = "embeddings.word_embeddings.weight"
     prefix = next(k[: -len(word)] for k in w if k.endswith(word))
+    named = {k[len(prefix) :]: v for k, v in w.items() if k.startswith(prefix)}
     link = _integer_matmul_weights(model)
     if link:
-        found = (re.search(r"encoder\.layer\.(\d+)\.", k) for k in link)
-        layers = sorted({int(m.group(1)) for m in found if m})
         mats = [
             w[link[f"{prefix}encoder.layer.{i}.{role}.bias"]]
-            for i in layers
+            for i in range(_layer_count(named))
             for role in _ROLE_BIASES
         ]
     else:
@@ -208,7 +206,12 @@ def _onnx_weights(path: Path) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
             src = producer.get(node.input[1])
             if src is None or src.op_type == "Mul":
                 mats.append(w[node.input[1]])
-    return {k[len(prefix) :]: v for k, v in w.items() if k.startswith(prefix)}, mats
+    return named, mats
+
+
+def _layer_count(weights: dict[str, np.ndarray]) -> int:
+    """Encoder layers in a BERT export's weights, named without their prefix."""
+    return len({k.split(".")[2] for k in weights if k.startswith("encoder.layer.")})
 
 
 def from_base(path: Path | None = None, keep_layers: int | None = None) -> Reader:
@@ -220,7 +223,7 @@ def from_base(path: Path | None = None, keep_layers: int | None = None) -> Reade
     so a deeper base can be trained at a shallower reader's cost per read.
     """
     w, mats = _onnx_weights(path or source_model())
-    found = len({k.split(".")[2] for k in w if k.startswith("encoder.layer.")})
+    found = _layer_count(w)
     # Weighted MatMuls appear per layer in the order q, k, v, attention out, up, down.
     if len(mats) != 6 * found:
         raise RuntimeError(f"expected {6 * found} weight matrices, found {len(mats)}")
