@@ -2,11 +2,15 @@
 
     candor calibrate RESULTS.jsonl [MORE.jsonl ...] --out policy.yaml [--target-far 0.05]
                      [--confident-far 0.01] [--weight W --weight W ...]
+                     [--read-floor-cost 0.005]
 
 Reads the rows ``candor eval run`` wrote, fits a logistic model over the gate's signals on the
 train split only, and picks the tier bounds on the train split: ``uncertain`` is the lowest
 confidence whose false-acceptance rate stays at or under ``--target-far``, ``confident`` the
-same for ``--confident-far``. Writes a complete threshold config with a new version and the
+same for ``--confident-far``. ``--read-floor-cost`` adds a read floor: the highest bound on
+the confidence a certain reading could give below which the gate refuses without reading,
+such that at most that share of the answerable train questions the gate would pass are lost.
+Writes a complete threshold config with a new version and the
 fit's provenance. scikit-learn is used here only (the ``eval`` extra); the gate just applies
 the coefficients.
 """
@@ -119,15 +123,42 @@ def source_weights(sizes: Sequence[int], shares: Sequence[float] | None) -> np.n
     return w * (len(w) / float(w.sum()))
 
 
+def read_floor(
+    p: np.ndarray[Any, Any],
+    certain: np.ndarray[Any, Any],
+    labels: np.ndarray[Any, Any],
+    uncertain: float,
+    cost: float,
+    weights: np.ndarray[Any, Any] | None = None,
+) -> float:
+    """The highest floor on ``certain`` (confidence with a certain reading) that refuses at most
+    ``cost`` of the answerable rows' weight among those passed (``p >= uncertain``); 0 when
+    no floor above the pass bound fits, or ``cost`` is 0."""
+    if cost <= 0:
+        return 0.0
+    w = np.ones(len(labels)) if weights is None else weights
+    lost = (labels == 1) & (p >= uncertain)
+    order = np.argsort(certain[lost], kind="stable")
+    floors, weight = certain[lost][order], w[lost][order]
+    # Rows strictly below the floor are refused: the first `allowed` of them fit the budget.
+    allowed = int(np.searchsorted(np.cumsum(weight), cost * w[labels == 1].sum(), "right"))
+    if allowed >= len(floors):
+        return 0.0
+    floor = float(floors[allowed])
+    return floor if floor > uncertain else 0.0
+
+
 def fit(
     rows: Sequence[dict[str, Any]],
     target_far: float,
     confident_far: float,
     c: float = 1.0,
     weights: np.ndarray[Any, Any] | None = None,
+    read_floor_cost: float = 0.0,
 ) -> dict[str, Any]:
     """Fit on the given (train) rows; returns the ``calibrated`` and ``tiers`` config sections.
-    ``weights`` (see :func:`source_weights`) weigh the rows in the fit and in the bounds."""
+    ``weights`` (see :func:`source_weights`) weigh the rows in the fit and in the bounds;
+    ``read_floor_cost`` > 0 adds a read floor (:func:`read_floor`)."""
     from sklearn.linear_model import LogisticRegression
 
     x = matrix(rows)
@@ -150,20 +181,34 @@ def fit(
     confident = max(uncertain, threshold_for_far(p, y, confident_far, weights))
     w = np.ones(len(y)) if weights is None else weights
     neg, pos = w * (y == 0), w * (y == 1)
+    calibrated: dict[str, Any] = {
+        "bias": _sig(model.intercept_[0]),
+        "coefficients": {f: _sig(w) for f, w in zip(FEATURES, coef, strict=True)},
+        "means": {f: _sig(m) for f, m in zip(FEATURES, means, strict=True)},
+        "scales": {f: _sig(s) for f, s in zip(FEATURES, scales, strict=True)},
+        "log_features": sorted(LOG_FEATURES),
+    }
+    passed = p >= uncertain
+    if read_floor_cost > 0:
+        reader = FEATURES.index("reader")
+        if coef[reader] > 0:
+            sure = x.copy()
+            sure[:, reader] = 1.0
+            certain = 1.0 / (
+                1.0 + np.exp(-(model.intercept_[0] + ((sure - means) / scales) @ coef))
+            )
+            floor = read_floor(p, certain, y, uncertain, read_floor_cost, weights)
+            if floor:
+                calibrated["read_floor"] = round(floor, 6)
+                passed &= certain >= floor
     return {
-        "calibrated": {
-            "bias": _sig(model.intercept_[0]),
-            "coefficients": {f: _sig(w) for f, w in zip(FEATURES, coef, strict=True)},
-            "means": {f: _sig(m) for f, m in zip(FEATURES, means, strict=True)},
-            "scales": {f: _sig(s) for f, s in zip(FEATURES, scales, strict=True)},
-            "log_features": sorted(LOG_FEATURES),
-        },
+        "calibrated": calibrated,
         "tiers": {"confident": round(confident, 6), "uncertain": round(uncertain, 6)},
         "train": {
             "n": len(rows),
             "answerable": int(y.sum()),
-            "far_at_uncertain": float(neg[p >= uncertain].sum() / max(1e-12, neg.sum())),
-            "frr_at_uncertain": float(pos[p < uncertain].sum() / max(1e-12, pos.sum())),
+            "far_at_uncertain": float(neg[passed].sum() / max(1e-12, neg.sum())),
+            "frr_at_uncertain": float(pos[~passed].sum() / max(1e-12, pos.sum())),
         },
     }
 
@@ -198,15 +243,21 @@ def reader_model(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def write_config(
-    fitted: dict[str, Any], out: Path, source: str, target_far: float, confident_far: float
+    fitted: dict[str, Any],
+    out: Path,
+    source: str,
+    target_far: float,
+    confident_far: float,
+    read_floor_cost: float = 0.0,
 ) -> str:
+    floor = f"read_floor_cost={read_floor_cost}; " if read_floor_cost else ""
     body = {
         "policy": "calibrated",
         "calibrated": {
             **fitted["calibrated"],
             "fitted_on": (
                 f"{source}; split=train; n={fitted['train']['n']}; "
-                f"target_far={target_far}; confident_far={confident_far}; "
+                f"target_far={target_far}; confident_far={confident_far}; {floor}"
                 f"train_far={fitted['train']['far_at_uncertain']:.4f}; "
                 f"train_frr={fitted['train']['frr_at_uncertain']:.4f}; "
                 f"date={time.strftime('%Y-%m-%d')}"
@@ -254,8 +305,18 @@ def main(argv: list[str] | None = None) -> int:
         "that file's rows carry, e.g. your own questions beside a public set; default: every "
         "row weighs the same",
     )
+    ap.add_argument(
+        "--read-floor-cost",
+        type=float,
+        default=0.0,
+        help="share of the answerable train questions the gate would pass that a read floor may "
+        "refuse unread, to skip the evidence reader on refusals whose retrieval evidence is too "
+        "weak for any reading to carry (e.g. 0.005); default 0: no floor",
+    )
     ap.add_argument("--source", default="", help="dataset name for the provenance")
     args = ap.parse_args(argv)
+    if not 0 <= args.read_floor_cost < 1:
+        ap.error("--read-floor-cost must be in [0, 1)")
     if args.weight is not None and len(args.weight) != len(args.results):
         ap.error(
             f"--weight given {len(args.weight)} time(s) for {len(args.results)} results file(s)"
@@ -281,7 +342,13 @@ def main(argv: list[str] | None = None) -> int:
     weights = (
         None if args.weight is None else source_weights([len(t) for t in sources], args.weight)
     )
-    fitted = fit(rows, args.target_far, args.confident_far, weights=weights)
+    fitted = fit(
+        rows,
+        args.target_far,
+        args.confident_far,
+        weights=weights,
+        read_floor_cost=args.read_floor_cost,
+    )
     model = reader_model(rows)
     if model and fitted["calibrated"]["coefficients"].get("reader"):
         fitted["calibrated"]["reader_model"] = model
@@ -289,12 +356,15 @@ def main(argv: list[str] | None = None) -> int:
         str(p) + ("" if args.weight is None else f" (weight {w:g})")
         for p, w in zip(args.results, args.weight or [1.0] * len(args.results), strict=True)
     )
-    version = write_config(fitted, args.out, provenance, args.target_far, args.confident_far)
+    version = write_config(
+        fitted, args.out, provenance, args.target_far, args.confident_far, args.read_floor_cost
+    )
+    floor = fitted["calibrated"].get("read_floor")
     print(
         f"wrote {args.out} version {version}: train n={fitted['train']['n']}, "
         f"FAR {fitted['train']['far_at_uncertain']:.3f}, "
         f"FRR {fitted['train']['frr_at_uncertain']:.3f} at uncertain >= "
-        f"{fitted['tiers']['uncertain']:.3f}"
+        f"{fitted['tiers']['uncertain']:.3f}" + (f", read floor {floor:.3f}" if floor else "")
     )
     return 0
 

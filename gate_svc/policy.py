@@ -106,6 +106,10 @@ class CalibratedConfig:
     reader_model: str = ""
     """:func:`gate_svc.reader.model_digest` of the reader whose scores the coefficients were
     fitted on; a gate running another reader rejects the config. Empty: not checked."""
+    read_floor: float = 0.0
+    """Refuse without reading when even a certain reading would leave confidence below this
+    (a bound above ``tiers.uncertain`` trades a few passes for skipped reads; ``candor
+    calibrate --read-floor-cost`` picks it). 0: skip only reads that could not pass."""
 
 
 @dataclass(frozen=True)
@@ -410,6 +414,26 @@ def seed004(
     )
 
 
+def _logit(c: CalibratedConfig, values: Mapping[str, float]) -> float:
+    z = c.bias
+    for name, coef in c.coefficients.items():
+        x = values.get(name, 0.0)
+        if name in c.log_features:
+            x = math.log1p(max(0.0, x))
+        z += coef * (x - c.means.get(name, 0.0)) / (c.scales.get(name, 1.0) or 1.0)
+    return z
+
+
+def reading_bound(c: CalibratedConfig, values: Mapping[str, float]) -> float | None:
+    """Confidence with a certain reading (every reader signal 1.0), the most any reading can
+    give; ``None`` when the model does not weigh the reader, or weighs a reader signal
+    negatively (then no reading is an upper bound)."""
+    weights = [c.coefficients.get(name, 0.0) for name in READER_SIGNALS]
+    if not any(weights) or min(weights) < 0:
+        return None
+    return sigmoid(_logit(c, {**values, **dict.fromkeys(READER_SIGNALS, 1.0)}))
+
+
 def calibrated(
     candidates: Sequence[CandidateView],
     s: Signals,
@@ -421,18 +445,29 @@ def calibrated(
     b = _Builder(
         s,
         config,
-        {"confident": config.tiers.confident, "uncertain": config.tiers.uncertain, "bias": c.bias},
+        {"confident": config.tiers.confident, "uncertain": config.tiers.uncertain, "bias": c.bias}
+        | ({"read_floor": c.read_floor} if c.read_floor else {}),
     )
     if (curated := _curated_first(candidates, b, candidates)) is not None:
         return curated
     if not candidates:
         return b.no_hits()
-    z = c.bias
-    for name, coef in c.coefficients.items():
-        x = s.values.get(name, 0.0)
-        if name in c.log_features:
-            x = math.log1p(max(0.0, x))
-        z += coef * (x - c.means.get(name, 0.0)) / (c.scales.get(name, 1.0) or 1.0)
+    limit = max(config.tiers.uncertain, c.read_floor)
+    certain = reading_bound(c, s.values)
+    if certain is not None and certain < limit:
+        # Decided without the reading, read or not, so a gate that skipped the read and a
+        # replay of the same signals that did not agree on outcome *and* confidence.
+        unread = {k: v for k, v in s.values.items() if k not in READER_SIGNALS}
+        z = _logit(c, unread)
+        s.values["calibrated_logit"] = z
+        bound = "the read floor" if certain >= config.tiers.uncertain else "the pass bound"
+        return b.refuse(
+            "low_confidence",
+            f"not read: even a certain reading reaches confidence {certain:.3f} < {limit:g} "
+            f"({bound})",
+            sigmoid(z),
+        )
+    z = _logit(c, s.values)
     conf = sigmoid(z)
     s.values["calibrated_logit"] = z
     if c.refuse_on_missing_facets and s.missing_facets:
@@ -494,27 +529,36 @@ def reader_mismatch(config: PolicyConfig, digest: str | None) -> str | None:
     return None
 
 
-def reading_can_pass(
+#: Why a read was skipped (``candor_gate_reader_skips_total``'s ``bound`` label).
+SKIP_BOUNDS = ("pass_bound", "read_floor")
+
+
+def skip_reading(
     candidates: Sequence[CandidateView],
     config: PolicyConfig,
     query: str = "",
     degraded_arms: int = 0,
     rerank: RerankView | None = None,
-) -> bool:
-    """Whether reading the evidence could let this decision pass.
+) -> str:
+    """Why reading the evidence cannot let this decision pass (one of :data:`SKIP_BOUNDS`),
+    or ``""`` when it could.
 
     A calibrated policy is monotone in a reader signal it weighs positively, so if even a
-    certain "it answers" (1.0) leaves the decision refused, the ~10 ms per chunk read can be
-    skipped: the outcome is already known. Such a refusal's confidence is then computed without
-    the reader, a lower bound.
+    certain "it answers" (1.0) leaves the decision refused (below the pass bound, or below
+    ``calibrated.read_floor``), the read of 6-10 ms can be skipped: the outcome is already
+    known, and :func:`calibrated` decides such a question without the reading either way.
     """
     c = config.calibrated
     if not uses_reader(config):
-        return False
+        return "pass_bound"
     if any(c.coefficients.get(name, 0.0) < 0 for name in READER_SIGNALS):
-        return True
+        return ""
     best = decide(candidates, config, query, degraded_arms, rerank, ReaderView((1.0,)))
-    return best.outcome == PASS
+    if best.outcome == PASS:
+        return ""
+    certain = reading_bound(c, best.signals)
+    floored = certain is not None and config.tiers.uncertain <= certain < c.read_floor
+    return "read_floor" if floored else "pass_bound"
 
 
 def policy_thresholds(config: PolicyConfig) -> dict[str, float]:
@@ -526,6 +570,8 @@ def policy_thresholds(config: PolicyConfig) -> dict[str, float]:
         out.update(
             {f"calibrated.coefficients.{k}": v for k, v in config.calibrated.coefficients.items()}
         )
+        if config.calibrated.read_floor:
+            out["calibrated.read_floor"] = config.calibrated.read_floor
     else:
         out.update(
             {f"{config.policy}.{f.name}": float(getattr(section, f.name)) for f in fields(section)}
@@ -630,7 +676,14 @@ def _calibrated(data: Any) -> CalibratedConfig:
         tuple(str(x) for x in logs),
         str(data.get("fitted_on", "")),
         str(data.get("reader_model", "")),
+        _read_floor(data.get("read_floor", 0.0)),
     )
+
+
+def _read_floor(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise PolicyError(f"calibrated.read_floor must be a number in [0, 1], got {value!r}")
+    return float(value)
 
 
 def _validate(p: PolicyConfig) -> None:

@@ -34,6 +34,7 @@ from gate_svc.policy import (
     CONFIDENT,
     PASS,
     REFUSE,
+    SKIP_BOUNDS,
     UNCERTAIN,
     Decision,
     PolicyConfig,
@@ -41,7 +42,7 @@ from gate_svc.policy import (
     decide,
     policy_thresholds,
     reader_mismatch,
-    reading_can_pass,
+    skip_reading,
     uses_reader,
 )
 from gate_svc.policy_store import Loaded, PolicyStore
@@ -135,9 +136,13 @@ class GateMetrics:
         )
         self.reader_skips = Counter(
             "candor_gate_reader_skips_total",
-            "Decisions not read because even a certain reading would have refused.",
+            "Decisions not read because even a certain reading would have refused, by the "
+            "bound it would miss (pass_bound, or the config's read_floor).",
+            ["bound"],
             registry=r,
         )
+        for bound in SKIP_BOUNDS:
+            self.reader_skips.labels(bound)
         self.reader_fallbacks = Counter(
             "candor_gate_reader_fallbacks_total",
             "Decisions whose policy weighs the reader but got no reading, by reason.",
@@ -357,8 +362,9 @@ class GateServicer(pb_grpc.GateServiceServicer):
         weighing = [p for p in policies if p is not None and uses_reader(p)]
         if not candidates or not weighing:
             return None
-        if not any(reading_can_pass(candidates, p, query, down, rerank) for p in weighing):
-            self._m.reader_skips.inc()
+        skips = [skip_reading(candidates, p, query, down, rerank) for p in weighing]
+        if all(skips):
+            self._m.reader_skips.labels(skips[0]).inc()
             return ReaderView(skipped=True)
         if self._reader is None:
             self._m.reader_fallbacks.labels("DISABLED").inc()

@@ -154,5 +154,21 @@ def test_the_read_is_skipped_when_even_a_certain_reading_would_refuse(tmp_path: 
     assert off.outcome == gate_pb2.OUTCOME_REFUSE
     assert off_signals["reader_skipped"] == 1.0 and "reader" not in off_signals
     assert "reader_skipped" not in on_signals and "reader" in on_signals
-    assert metric_value(text, "candor_gate_reader_skips_total", {}) == 1
+    assert metric_value(text, "candor_gate_reader_skips_total", {"bound": "pass_bound"}) == 1
+    assert metric_value(text, "candor_gate_reader_skips_total", {"bound": "read_floor"}) == 0
     assert metric_value(text, "candor_gate_reader_seconds_count", {}) == 1
+
+
+def test_below_the_read_floor_the_gate_refuses_without_reading(tmp_path: Path) -> None:
+    # A floor only a near-perfect match clears: the tides question would pass on its reading
+    # (the test above), but even a certain reading stays under 0.999999.
+    floored = GATED_POLICY.replace("  bias: 0.0\n", "  bias: 0.0\n  read_floor: 0.999999\n")
+    (d,), text = _decide(tmp_path, floored, "What causes two high tides every day?")
+    signals = {s.name: s.value for s in d.signals}
+    assert d.outcome == gate_pb2.OUTCOME_REFUSE
+    assert d.reason == gate_pb2.REASON_LOW_CONFIDENCE
+    assert "read floor" in d.reason_detail
+    assert signals["reader_skipped"] == 1.0 and "reader" not in signals
+    assert {t.name: t.value for t in d.thresholds}["read_floor"] == 0.999999
+    assert metric_value(text, "candor_gate_reader_skips_total", {"bound": "read_floor"}) == 1
+    assert (metric_value(text, "candor_gate_reader_seconds_count", {}) or 0) == 0

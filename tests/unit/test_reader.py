@@ -120,8 +120,8 @@ def test_view_signals_and_texts() -> None:
     assert not weighs_reader({"top_cosine": 2.0, "reader": 0.0})
 
 
-def test_reading_can_pass_only_when_a_certain_reading_would_pass() -> None:
-    from gate_svc.policy import parse_policy, reading_can_pass, uses_reader
+def test_a_read_is_skipped_only_when_a_certain_reading_would_refuse() -> None:
+    from gate_svc.policy import parse_policy, skip_reading, uses_reader
 
     policy = parse_policy(
         "version: r1\npolicy: calibrated\ncalibrated:\n  bias: 0.0\n"
@@ -133,13 +133,62 @@ def test_reading_can_pass_only_when_a_certain_reading_would_pass() -> None:
     def cand(cosine: float) -> CandidateView:
         return CandidateView("c", "p", "d", "", "text", 1, cosine, 1.0, 0.03, 1, True)
 
-    assert not reading_can_pass([cand(0.2)], policy, "q")
-    assert reading_can_pass([cand(0.8)], policy, "q")
+    assert skip_reading([cand(0.2)], policy, "q") == "pass_bound"
+    assert skip_reading([cand(0.8)], policy, "q") == ""
     negative = parse_policy(
         "version: r2\npolicy: calibrated\ncalibrated:\n  bias: 0.0\n"
         "  coefficients: {reader_top1: -1.0, top_cosine: 40.0}\n"
         "  means: {top_cosine: 0.6}\n"
     )
     # Not monotone in the reader: never skip.
-    assert reading_can_pass([cand(0.2)], negative, "q")
+    assert skip_reading([cand(0.2)], negative, "q") == ""
     assert not uses_reader(parse_policy("version: s\npolicy: seed000\n"))
+
+
+#: sigmoid(2 * (reader - 0.5) + 40 * (top_cosine - 0.6)); pass bound 0.5, read floor 0.8.
+FLOORED = (
+    "version: f1\npolicy: calibrated\ncalibrated:\n  bias: 0.0\n"
+    "  coefficients: {reader: 2.0, top_cosine: 40.0}\n"
+    "  means: {reader: 0.5, top_cosine: 0.6}\n  scales: {reader: 1.0, top_cosine: 1.0}\n"
+    "  read_floor: 0.8\ntiers: {confident: 0.9, uncertain: 0.5}\n"
+)
+
+
+def _cand(cosine: float) -> CandidateView:
+    return CandidateView("c", "p", "d", "", "text", 1, cosine, 1.0, 0.03, 1, True)
+
+
+def test_the_read_floor_refuses_what_only_a_reading_could_pass_read_or_not() -> None:
+    from gate_svc.policy import POLICIES, decide, parse_policy, skip_reading
+    from gate_svc.signals import Signals, sigmoid
+
+    policy = parse_policy(FLOORED)
+    # top_cosine 0.58: a certain reading gives sigmoid(1 - 0.8) = 0.55, above the pass bound
+    # (0.5) and below the floor (0.8).
+    c = [_cand(0.58)]
+    assert skip_reading(c, policy, "q") == "read_floor"
+    without = parse_policy(FLOORED.replace("  read_floor: 0.8\n", ""))
+    assert skip_reading(c, without, "q") == ""
+    assert decide(c, without, "q", reader=ReaderView((0.99,))).outcome == "pass"
+    read = decide(c, policy, "q", reader=ReaderView((0.99,)))
+    unread = decide(c, policy, "q", reader=ReaderView(skipped=True))
+    assert read.outcome == unread.outcome == "refuse"
+    assert read.reason == unread.reason == "low_confidence"
+    assert "read floor" in read.detail and "0.550" in read.detail
+    # One decision and confidence whether the gate read or not: the no-reading value.
+    assert read.confidence == unread.confidence == pytest.approx(sigmoid(-1.0 - 0.8))
+    assert read.thresholds["read_floor"] == 0.8
+    # Rows replayed from their saved signals (the evaluation) decide the same way.
+    replay = POLICIES["calibrated"](c, Signals(dict(read.signals), (), ""), policy, None)
+    assert (replay.outcome, replay.confidence) == (read.outcome, read.confidence)
+    # Well above the floor, the reading decides as before.
+    assert skip_reading([_cand(0.7)], policy, "q") == ""
+    assert decide([_cand(0.7)], policy, "q", reader=ReaderView((0.99,))).outcome == "pass"
+
+
+def test_read_floor_must_be_a_probability() -> None:
+    from gate_svc.policy import PolicyError, parse_policy
+
+    for bad in ("1.5", "-0.1", "yes", "'0.7'"):
+        with pytest.raises(PolicyError, match="read_floor"):
+            parse_policy(FLOORED.replace("read_floor: 0.8", f"read_floor: {bad}"))
