@@ -199,7 +199,8 @@ def fit(
             )
             floor = read_floor(p, certain, y, uncertain, read_floor_cost, weights)
             if floor:
-                calibrated["read_floor"] = round(floor, 6)
+                # Rounded down: rounding up would refuse the row the floor was set at.
+                calibrated["read_floor"] = math.floor(floor * 1e6) / 1e6
                 passed &= certain >= floor
     return {
         "calibrated": calibrated,

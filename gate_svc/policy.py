@@ -455,8 +455,8 @@ def calibrated(
     limit = max(config.tiers.uncertain, c.read_floor)
     certain = reading_bound(c, s.values)
     if certain is not None and certain < limit:
-        # Decided without the reading, read or not, so a gate that skipped the read and a
-        # replay of the same signals that did not agree on outcome *and* confidence.
+        # Decided without the reading even when there is one, so that a gate that skipped
+        # the read and an evaluation that read agree on the outcome *and* the confidence.
         unread = {k: v for k, v in s.values.items() if k not in READER_SIGNALS}
         z = _logit(c, unread)
         s.values["calibrated_logit"] = z
@@ -550,7 +550,7 @@ def skip_reading(
     """
     c = config.calibrated
     if not uses_reader(config):
-        return "pass_bound"
+        return "pass_bound"  # no reading could change the decision
     if any(c.coefficients.get(name, 0.0) < 0 for name in READER_SIGNALS):
         return ""
     best = decide(candidates, config, query, degraded_arms, rerank, ReaderView((1.0,)))

@@ -67,6 +67,16 @@ def test_calibrate_writes_a_config_the_gate_loads_and_applies(
     model = LogisticRegression(C=1.0, max_iter=2000, class_weight="balanced")
     model.fit((x - means) / scales, y)
     expected = model.predict_proba((x - means) / scales)[:, 1]
+    # A question even a certain reading could not pass is decided unread (as the gate skips
+    # the read): the no-reading confidence, the reader entering at 0.
+    reader = calibrate.FEATURES.index("reader")
+    assert model.coef_[0][reader] > 0
+    certain, unread = x.copy(), x.copy()
+    certain[:, reader], unread[:, reader] = 1.0, 0.0
+    skipped = model.predict_proba((certain - means) / scales)[:, 1] < config.tiers.uncertain
+    assert skipped.any() and not skipped.all()
+    no_reading = model.predict_proba((unread - means) / scales)[:, 1]
+    expected = np.where(skipped, no_reading, expected)
     rescored = [dict(r, policies=dict(r["policies"])) for r in train]  # type: ignore[call-overload]
     harness.rescore(rescored, config, "calibrated")
     got = [r["policies"]["calibrated"]["confidence"] for r in rescored]

@@ -1,0 +1,66 @@
+"""`candor calibrate --read-floor-cost`: the read floor, hand-computed and through the gate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evals import calibrate
+from evals.harness import rescore
+from gate_svc.policy import parse_policy
+from tests.evals.test_calibrate_sources import _rows, _write
+
+
+def test_read_floor_keeps_the_lost_passes_within_the_cost() -> None:
+    # Four answerable rows passed (certain 0.6-0.9), one answerable refused, one negative.
+    p = np.array([0.6, 0.7, 0.8, 0.9, 0.2, 0.55])
+    certain = np.array([0.6, 0.7, 0.8, 0.9, 0.4, 0.65])
+    labels = np.array([1, 1, 1, 1, 1, 0])
+    floor = calibrate.read_floor
+    assert floor(p, certain, labels, 0.5, 0.0) == 0.0
+    # Strictly below the floor is refused: at the lowest passed value nothing is lost.
+    assert floor(p, certain, labels, 0.5, 0.1) == 0.6
+    assert floor(p, certain, labels, 0.5, 0.2) == 0.7  # 1 of 5 answerable may go
+    assert floor(p, certain, labels, 0.5, 0.39) == 0.7
+    assert floor(p, certain, labels, 0.5, 0.4) == 0.8  # 2 of 5
+    assert floor(p, certain, labels, 0.5, 0.8) == 0.0  # every pass lost: no floor
+    # By weight: the first row alone carries half the answerable weight.
+    w = np.array([5.0, 1.0, 1.0, 1.0, 2.0, 1.0])
+    assert floor(p, certain, labels, 0.5, 0.4, w) == 0.6
+    assert floor(p, certain, labels, 0.5, 0.5, w) == 0.7
+    # A floor at or under the pass bound adds nothing.
+    assert floor(p, certain, labels, 0.6, 0.1) == 0.0
+
+
+def test_calibrate_writes_a_read_floor_the_gate_applies_within_its_cost(tmp_path: Path) -> None:
+    rows = _rows(600, 3, 1.0)
+    for r in rows:
+        r["signals"]["reader"] = float(np.clip(r["signals"]["reader"] / 4 + 0.5, 0.0, 1.0))
+        r |= {"ranked": {"hybrid": [f"doc-{r['id']}"]}, "policies": {}}
+    path = _write(tmp_path / "rows.jsonl", rows)
+    plain, floored = tmp_path / "plain.yaml", tmp_path / "floored.yaml"
+    base = [str(path), "--target-far", "0.2", "--confident-far", "0.02"]
+    assert calibrate.main([*base, "--out", str(plain)]) == 0
+    assert calibrate.main([*base, "--out", str(floored), "--read-floor-cost", "0.02"]) == 0
+    without, config = parse_policy(plain.read_text()), parse_policy(floored.read_text())
+    assert without.calibrated.read_floor == 0.0
+    assert config.calibrated.read_floor > config.tiers.uncertain
+    assert "read_floor_cost=0.02" in config.calibrated.fitted_on
+    assert config.calibrated.coefficients == without.calibrated.coefficients
+    rescore(rows, without, "plain")
+    rescore(rows, config, "floored")
+    answerable = [r for r in rows if r["answerable"]]
+    passed = {r["id"] for r in answerable if r["policies"]["plain"]["outcome"] == "pass"}
+    kept = {r["id"] for r in answerable if r["policies"]["floored"]["outcome"] == "pass"}
+    assert kept < passed  # the floor refuses some, and passes nothing new
+    assert len(passed - kept) <= 0.02 * len(answerable)
+    lost = [r for r in answerable if r["id"] in passed - kept]
+    assert all(r["policies"]["floored"]["reason"] == "low_confidence" for r in lost)
+
+
+def test_read_floor_cost_must_be_a_share(tmp_path: Path) -> None:
+    path = _write(tmp_path / "rows.jsonl", _rows(40, 1, 1.0))
+    with pytest.raises(SystemExit):
+        calibrate.main([str(path), "--out", str(tmp_path / "x.yaml"), "--read-floor-cost", "1.5"])
