@@ -181,13 +181,19 @@ ROWS: list[tuple[str, list[Panel]]] = [
                     (
                         f"sum by (reason) (rate(candor_gate_reader_fallbacks_total{{{NS}}}[{RI}]))",
                         "fallback {{reason}} /s",
-                    )
+                    ),
+                    (
+                        f"sum by (bound) (rate(candor_gate_reader_skips_total{{{NS}}}[{RI}]))",
+                        "skipped {{bound}} /s",
+                    ),
                 ],
                 unit="s",
                 width=12,
                 description="Time the bundled reader spends on the top chunks of a decision "
                 "whose policy weighs it; fallbacks (timeout, error, disabled) make that policy "
-                "refuse.",
+                "refuse. Skipped: refusals not read because even a certain reading would stay "
+                "under the pass bound or the config's read floor; a rising read_floor rate "
+                "after a corpus change is worth a look at the refused questions.",
             ),
             Panel(
                 "Time to a decision p95 (retrieval included)",
