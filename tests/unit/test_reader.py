@@ -192,3 +192,11 @@ def test_read_floor_must_be_a_probability() -> None:
     for bad in ("1.5", "-0.1", "yes", "'0.7'"):
         with pytest.raises(PolicyError, match="read_floor"):
             parse_policy(FLOORED.replace("read_floor: 0.8", f"read_floor: {bad}"))
+
+
+def test_get_policy_lists_the_read_floor_only_when_set() -> None:
+    from gate_svc.policy import parse_policy, policy_thresholds
+
+    assert policy_thresholds(parse_policy(FLOORED))["calibrated.read_floor"] == 0.8
+    without = parse_policy(FLOORED.replace("  read_floor: 0.8\n", ""))
+    assert "calibrated.read_floor" not in policy_thresholds(without)
