@@ -137,9 +137,9 @@ def read_floor(
     if cost <= 0:
         return 0.0
     w = np.ones(len(labels)) if weights is None else weights
-    lost = (labels == 1) & (p >= uncertain)
-    order = np.argsort(certain[lost], kind="stable")
-    floors, weight = certain[lost][order], w[lost][order]
+    passed = (labels == 1) & (p >= uncertain)
+    order = np.argsort(certain[passed], kind="stable")
+    floors, weight = certain[passed][order], w[passed][order]
     # Rows strictly below the floor are refused: the first `allowed` of them fit the budget.
     allowed = int(np.searchsorted(np.cumsum(weight), cost * w[labels == 1].sum(), "right"))
     if allowed >= len(floors):
@@ -361,6 +361,12 @@ def main(argv: list[str] | None = None) -> int:
         fitted, args.out, provenance, args.target_far, args.confident_far, args.read_floor_cost
     )
     floor = fitted["calibrated"].get("read_floor")
+    if args.read_floor_cost and not floor:
+        print(
+            "no read floor written: the model does not weigh the reader, or no floor above the "
+            "pass bound stays within --read-floor-cost",
+            file=sys.stderr,
+        )
     print(
         f"wrote {args.out} version {version}: train n={fitted['train']['n']}, "
         f"FAR {fitted['train']['far_at_uncertain']:.3f}, "

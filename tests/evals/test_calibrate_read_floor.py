@@ -64,3 +64,16 @@ def test_read_floor_cost_must_be_a_share(tmp_path: Path) -> None:
     path = _write(tmp_path / "rows.jsonl", _rows(40, 1, 1.0))
     with pytest.raises(SystemExit):
         calibrate.main([str(path), "--out", str(tmp_path / "x.yaml"), "--read-floor-cost", "1.5"])
+
+
+def test_calibrate_says_when_no_read_floor_fits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = _rows(200, 2, 1.0)
+    for r in rows:
+        r["signals"].pop("reader")  # rows without a reading: the model cannot weigh it
+    path = _write(tmp_path / "rows.jsonl", rows)
+    out = tmp_path / "x.yaml"
+    assert calibrate.main([str(path), "--out", str(out), "--read-floor-cost", "0.01"]) == 0
+    assert parse_policy(out.read_text()).calibrated.read_floor == 0.0
+    assert "no read floor written" in capsys.readouterr().err
