@@ -334,6 +334,9 @@ def test_packaged_default_policy_loads() -> None:
     assert "split=train" in raw["calibrated"]["fitted_on"]
     assert set(raw["calibrated"]["coefficients"]) <= SIGNAL_NAMES
     assert 0.0 < p.tiers.uncertain <= p.tiers.confident < 1.0
+    # Its read floor was fitted by `calibrate --read-floor-cost`, which records the cost.
+    assert p.tiers.uncertain < p.calibrated.read_floor < 1.0
+    assert "read_floor_cost=" in p.calibrated.fitted_on
     assert p.seed000 == Seed000Config(0.65, 25.0, 40.0)  # the seed rules keep their defaults
     assert p.sha256 == hashlib.sha256(text.encode()).hexdigest()
     assert p.refusal_messages["en"]
