@@ -175,8 +175,13 @@ def fit(
     model = LogisticRegression(C=c, max_iter=2000, class_weight="balanced")
     model.fit((x - means) / scales, y, sample_weight=weights)
     coef = model.coef_[0]
-    z = model.intercept_[0] + ((x - means) / scales) @ coef
-    p = 1.0 / (1.0 + np.exp(-z))
+
+    def prob(features: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        z = model.intercept_[0] + ((features - means) / scales) @ coef
+        out: np.ndarray[Any, Any] = 1.0 / (1.0 + np.exp(-z))
+        return out
+
+    p = prob(x)
     uncertain = threshold_for_far(p, y, target_far, weights)
     confident = max(uncertain, threshold_for_far(p, y, confident_far, weights))
     w = np.ones(len(y)) if weights is None else weights
@@ -194,14 +199,12 @@ def fit(
         if coef[reader] > 0:
             sure = x.copy()
             sure[:, reader] = 1.0
-            certain = 1.0 / (
-                1.0 + np.exp(-(model.intercept_[0] + ((sure - means) / scales) @ coef))
-            )
-            floor = read_floor(p, certain, y, uncertain, read_floor_cost, weights)
+            certain = prob(sure)
+            # Rounded down: rounding up would refuse the row the floor was set at.
+            floor = math.floor(read_floor(p, certain, y, uncertain, read_floor_cost, weights) * 1e6)
             if floor:
-                # Rounded down: rounding up would refuse the row the floor was set at.
-                calibrated["read_floor"] = math.floor(floor * 1e6) / 1e6
-                passed &= certain >= floor
+                calibrated["read_floor"] = floor / 1e6
+                passed &= certain >= floor / 1e6
     return {
         "calibrated": calibrated,
         "tiers": {"confident": round(confident, 6), "uncertain": round(uncertain, 6)},

@@ -424,14 +424,33 @@ def _logit(c: CalibratedConfig, values: Mapping[str, float]) -> float:
     return z
 
 
+def _monotone_in_reader(c: CalibratedConfig) -> bool:
+    """Weighs a reader signal, and none negatively: then a certain reading is the best one."""
+    weights = [c.coefficients.get(name, 0.0) for name in READER_SIGNALS]
+    return any(weights) and min(weights) >= 0
+
+
 def reading_bound(c: CalibratedConfig, values: Mapping[str, float]) -> float | None:
     """Confidence with a certain reading (every reader signal 1.0), the most any reading can
-    give; ``None`` when the model does not weigh the reader, or weighs a reader signal
-    negatively (then no reading is an upper bound)."""
-    weights = [c.coefficients.get(name, 0.0) for name in READER_SIGNALS]
-    if not any(weights) or min(weights) < 0:
+    give; ``None`` unless the model is monotone in the reader (then nothing bounds it)."""
+    if not _monotone_in_reader(c):
         return None
     return sigmoid(_logit(c, {**values, **dict.fromkeys(READER_SIGNALS, 1.0)}))
+
+
+#: Why a read was skipped (``candor_gate_reader_skips_total``'s ``bound`` label).
+SKIP_BOUNDS = ("pass_bound", "read_floor")
+
+
+def unread_bound(config: PolicyConfig, values: Mapping[str, float]) -> tuple[str, float]:
+    """The bound (one of :data:`SKIP_BOUNDS`) that even a certain reading misses, and the
+    confidence it would give; ``""`` when a reading could still decide."""
+    certain = reading_bound(config.calibrated, values)
+    if certain is None:
+        return "", 1.0
+    if certain < config.tiers.uncertain:
+        return "pass_bound", certain
+    return ("read_floor" if certain < config.calibrated.read_floor else ""), certain
 
 
 def calibrated(
@@ -452,19 +471,18 @@ def calibrated(
         return curated
     if not candidates:
         return b.no_hits()
-    limit = max(config.tiers.uncertain, c.read_floor)
-    certain = reading_bound(c, s.values)
-    if certain is not None and certain < limit:
+    missed, certain = unread_bound(config, s.values)
+    if missed:
         # Decided without the reading even when there is one, so that a gate that skipped
         # the read and an evaluation that read agree on the outcome *and* the confidence.
         unread = {k: v for k, v in s.values.items() if k not in READER_SIGNALS}
         z = _logit(c, unread)
         s.values["calibrated_logit"] = z
-        bound = "the read floor" if certain >= config.tiers.uncertain else "the pass bound"
+        limit = config.tiers.uncertain if missed == "pass_bound" else c.read_floor
         return b.refuse(
             "low_confidence",
             f"not read: even a certain reading reaches confidence {certain:.3f} < {limit:g} "
-            f"({bound})",
+            f"(the {missed.replace('_', ' ')})",
             sigmoid(z),
         )
     z = _logit(c, s.values)
@@ -529,10 +547,6 @@ def reader_mismatch(config: PolicyConfig, digest: str | None) -> str | None:
     return None
 
 
-#: Why a read was skipped (``candor_gate_reader_skips_total``'s ``bound`` label).
-SKIP_BOUNDS = ("pass_bound", "read_floor")
-
-
 def skip_reading(
     candidates: Sequence[CandidateView],
     config: PolicyConfig,
@@ -548,17 +562,15 @@ def skip_reading(
     ``calibrated.read_floor``), the read of 6-10 ms can be skipped: the outcome is already
     known, and :func:`calibrated` decides such a question without the reading either way.
     """
-    c = config.calibrated
     if not uses_reader(config):
         return "pass_bound"  # no reading could change the decision
-    if any(c.coefficients.get(name, 0.0) < 0 for name in READER_SIGNALS):
+    if not _monotone_in_reader(config.calibrated):
         return ""
     best = decide(candidates, config, query, degraded_arms, rerank, ReaderView((1.0,)))
     if best.outcome == PASS:
         return ""
-    certain = reading_bound(c, best.signals)
-    floored = certain is not None and config.tiers.uncertain <= certain < c.read_floor
-    return "read_floor" if floored else "pass_bound"
+    # Refused for another reason (no hits, missing facets) counts as missing the pass bound.
+    return unread_bound(config, best.signals)[0] or "pass_bound"
 
 
 def policy_thresholds(config: PolicyConfig) -> dict[str, float]:
