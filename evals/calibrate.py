@@ -148,6 +148,27 @@ def read_floor(
     return floor if floor > uncertain else 0.0
 
 
+def _unread_model(
+    z: np.ndarray[Any, Any],
+    y: np.ndarray[Any, Any],
+    c: float,
+    weights: np.ndarray[Any, Any] | None,
+    reader: int,
+) -> dict[str, Any]:
+    """The model refit on the standardised signals without the reader's column: the gate's
+    confidence for a question it decides without reading (``calibrated.unread``). The main
+    model with the reading at 0 would understate it: that is its lowest value, not its mean."""
+    from sklearn.linear_model import LogisticRegression
+
+    model = LogisticRegression(C=c, max_iter=2000, class_weight="balanced")
+    model.fit(np.delete(z, reader, axis=1), y, sample_weight=weights)
+    names = [f for i, f in enumerate(FEATURES) if i != reader]
+    return {
+        "bias": _sig(model.intercept_[0]),
+        "coefficients": {f: _sig(w) for f, w in zip(names, model.coef_[0], strict=True)},
+    }
+
+
 def fit(
     rows: Sequence[dict[str, Any]],
     target_far: float,
@@ -158,7 +179,8 @@ def fit(
 ) -> dict[str, Any]:
     """Fit on the given (train) rows; returns the ``calibrated`` and ``tiers`` config sections.
     ``weights`` (see :func:`source_weights`) weigh the rows in the fit and in the bounds;
-    ``read_floor_cost`` > 0 adds a read floor (:func:`read_floor`)."""
+    ``read_floor_cost`` > 0 adds a read floor (:func:`read_floor`). A model that weighs the
+    reader also gets its no-reading refit (:func:`_unread_model`)."""
     from sklearn.linear_model import LogisticRegression
 
     x = matrix(rows)
@@ -194,17 +216,18 @@ def fit(
         "log_features": sorted(LOG_FEATURES),
     }
     passed = p >= uncertain
-    if read_floor_cost > 0:
-        reader = FEATURES.index("reader")
-        if coef[reader] > 0:
-            sure = x.copy()
-            sure[:, reader] = 1.0
-            certain = prob(sure)
-            # Rounded down: rounding up would refuse the row the floor was set at.
-            floor = math.floor(read_floor(p, certain, y, uncertain, read_floor_cost, weights) * 1e6)
-            if floor:
-                calibrated["read_floor"] = floor / 1e6
-                passed &= certain >= floor / 1e6
+    reader = FEATURES.index("reader")
+    if coef[reader] > 0:
+        calibrated["unread"] = _unread_model((x - means) / scales, y, c, weights, reader)
+    if read_floor_cost > 0 and coef[reader] > 0:
+        sure = x.copy()
+        sure[:, reader] = 1.0
+        certain = prob(sure)
+        # Rounded down: rounding up would refuse the row the floor was set at.
+        floor = math.floor(read_floor(p, certain, y, uncertain, read_floor_cost, weights) * 1e6)
+        if floor:
+            calibrated["read_floor"] = floor / 1e6
+            passed &= certain >= floor / 1e6
     return {
         "calibrated": calibrated,
         "tiers": {"confident": round(confident, 6), "uncertain": round(uncertain, 6)},

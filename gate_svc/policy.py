@@ -91,6 +91,15 @@ class Seed004Config:
 
 
 @dataclass(frozen=True)
+class UnreadModel:
+    """The calibrated model refit without the reader's signals, over the same standardised
+    signals (``calibrated.unread``): the confidence of a question decided without a reading."""
+
+    bias: float = 0.0
+    coefficients: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class CalibratedConfig:
     """Logistic model over named signals: sigmoid(bias + sum coef * (x - mean) / scale)."""
 
@@ -110,6 +119,9 @@ class CalibratedConfig:
     """Refuse without reading when even a certain reading would leave confidence below this
     (a bound above ``tiers.uncertain`` trades a few passes for skipped reads; ``candor
     calibrate --read-floor-cost`` picks it). 0: skip only reads that could not pass."""
+    unread: UnreadModel | None = None
+    """Confidence for questions decided without reading, capped at a certain reading's. Absent:
+    the model's own with the reader signals at 0, a lower bound (older configs)."""
 
 
 @dataclass(frozen=True)
@@ -414,9 +426,12 @@ def seed004(
     )
 
 
-def _logit(c: CalibratedConfig, values: Mapping[str, float]) -> float:
-    z = c.bias
-    for name, coef in c.coefficients.items():
+def _logit(
+    c: CalibratedConfig, values: Mapping[str, float], model: UnreadModel | None = None
+) -> float:
+    """The logit of ``c``'s model, or of ``model`` over ``c``'s standardisation."""
+    z = c.bias if model is None else model.bias
+    for name, coef in (c.coefficients if model is None else model.coefficients).items():
         x = values.get(name, 0.0)
         if name in c.log_features:
             x = math.log1p(max(0.0, x))
@@ -430,12 +445,25 @@ def _monotone_in_reader(c: CalibratedConfig) -> bool:
     return any(weights) and min(weights) >= 0
 
 
+def _certain_logit(c: CalibratedConfig, values: Mapping[str, float]) -> float:
+    return _logit(c, {**values, **dict.fromkeys(READER_SIGNALS, 1.0)})
+
+
 def reading_bound(c: CalibratedConfig, values: Mapping[str, float]) -> float | None:
     """Confidence with a certain reading (every reader signal 1.0), the most any reading can
     give; ``None`` unless the model is monotone in the reader (then nothing bounds it)."""
     if not _monotone_in_reader(c):
         return None
-    return sigmoid(_logit(c, {**values, **dict.fromkeys(READER_SIGNALS, 1.0)}))
+    return sigmoid(_certain_logit(c, values))
+
+
+def unread_logit(c: CalibratedConfig, values: Mapping[str, float]) -> float:
+    """The logit of a question decided without reading: ``c.unread``'s, capped at a certain
+    reading's (no reading could give more), else the model's with the reader signals at 0."""
+    unread = {k: v for k, v in values.items() if k not in READER_SIGNALS}
+    if c.unread is None:
+        return _logit(c, unread)
+    return min(_logit(c, unread, c.unread), _certain_logit(c, values))
 
 
 #: Why a read was skipped (``candor_gate_reader_skips_total``'s ``bound`` label).
@@ -475,8 +503,7 @@ def calibrated(
     if missed:
         # Decided without the reading even when there is one, so that a gate that skipped
         # the read and an evaluation that read agree on the outcome *and* the confidence.
-        unread = {k: v for k, v in s.values.items() if k not in READER_SIGNALS}
-        z = _logit(c, unread)
+        z = unread_logit(c, s.values)
         s.values["calibrated_logit"] = z
         limit = config.tiers.uncertain if missed == "pass_bound" else c.read_floor
         return b.refuse(
@@ -584,6 +611,11 @@ def policy_thresholds(config: PolicyConfig) -> dict[str, float]:
         )
         if config.calibrated.read_floor:
             out["calibrated.read_floor"] = config.calibrated.read_floor
+        if (unread := config.calibrated.unread) is not None:
+            out["calibrated.unread.bias"] = unread.bias
+            out.update(
+                {f"calibrated.unread.coefficients.{k}": v for k, v in unread.coefficients.items()}
+            )
     else:
         out.update(
             {f"{config.policy}.{f.name}": float(getattr(section, f.name)) for f in fields(section)}
@@ -689,7 +721,29 @@ def _calibrated(data: Any) -> CalibratedConfig:
         str(data.get("fitted_on", "")),
         str(data.get("reader_model", "")),
         _read_floor(data.get("read_floor", 0.0)),
+        _unread(data.get("unread"), SIGNAL_NAMES),
     )
+
+
+def _unread(data: Any, signal_names: frozenset[str]) -> UnreadModel | None:
+    if data is None:
+        return None
+    if not isinstance(data, dict) or set(data) - {"bias", "coefficients"}:
+        raise PolicyError("calibrated.unread must be a mapping of bias and coefficients")
+    bias, coefficients = data.get("bias", 0.0), data.get("coefficients") or {}
+    if isinstance(bias, bool) or not isinstance(bias, int | float):
+        raise PolicyError("calibrated.unread.bias must be a number")
+    if not isinstance(coefficients, dict) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in coefficients.values()
+    ):
+        raise PolicyError("calibrated.unread.coefficients must map signal names to numbers")
+    bad = sorted(set(coefficients) - signal_names)
+    if bad:
+        raise PolicyError(f"calibrated.unread.coefficients: unknown signals {bad}")
+    # It stands in for a reading that did not happen, so it cannot weigh one.
+    if weighs_reader(coefficients):
+        raise PolicyError("calibrated.unread.coefficients cannot weigh reader signals")
+    return UnreadModel(float(bias), {k: float(v) for k, v in coefficients.items()})
 
 
 def _read_floor(value: Any) -> float:

@@ -68,14 +68,19 @@ def test_calibrate_writes_a_config_the_gate_loads_and_applies(
     model.fit((x - means) / scales, y)
     expected = model.predict_proba((x - means) / scales)[:, 1]
     # A question even a certain reading could not pass is decided unread (as the gate skips
-    # the read): the no-reading confidence, the reader entering at 0.
+    # the read): the confidence of the model refit without the reader, capped at a certain
+    # reading's.
     reader = calibrate.FEATURES.index("reader")
     assert model.coef_[0][reader] > 0
-    certain, unread = x.copy(), x.copy()
-    certain[:, reader], unread[:, reader] = 1.0, 0.0
-    skipped = model.predict_proba((certain - means) / scales)[:, 1] < config.tiers.uncertain
+    certain = x.copy()
+    certain[:, reader] = 1.0
+    best = model.predict_proba((certain - means) / scales)[:, 1]
+    skipped = best < config.tiers.uncertain
     assert skipped.any() and not skipped.all()
-    no_reading = model.predict_proba((unread - means) / scales)[:, 1]
+    blind = LogisticRegression(C=1.0, max_iter=2000, class_weight="balanced")
+    z = np.delete((x - means) / scales, reader, axis=1)
+    blind.fit(z, y)
+    no_reading = np.minimum(blind.predict_proba(z)[:, 1], best)
     expected = np.where(skipped, no_reading, expected)
     rescored = [dict(r, policies=dict(r["policies"])) for r in train]  # type: ignore[call-overload]
     harness.rescore(rescored, config, "calibrated")

@@ -200,3 +200,62 @@ def test_get_policy_lists_the_read_floor_only_when_set() -> None:
     assert policy_thresholds(parse_policy(FLOORED))["calibrated.read_floor"] == 0.8
     without = parse_policy(FLOORED.replace("  read_floor: 0.8\n", ""))
     assert "calibrated.read_floor" not in policy_thresholds(without)
+
+
+#: FLOORED with a no-reading model: sigmoid(bias + 20 * (top_cosine - 0.6)).
+def _with_unread(bias: float) -> str:
+    return FLOORED.replace(
+        "  read_floor: 0.8\n",
+        f"  read_floor: 0.8\n  unread: {{bias: {bias}, coefficients: {{top_cosine: 20.0}}}}\n",
+    )
+
+
+def test_an_unread_decision_takes_the_no_reading_models_confidence_read_or_not() -> None:
+    from gate_svc.policy import POLICIES, decide, parse_policy
+    from gate_svc.signals import Signals, sigmoid
+
+    policy = parse_policy(_with_unread(0.0))
+    c = [_cand(0.58)]  # unread under the floor: a certain reading gives sigmoid(0.2)
+    read = decide(c, policy, "q", reader=ReaderView((0.99,)))
+    unread = decide(c, policy, "q", reader=ReaderView(skipped=True))
+    assert read.outcome == unread.outcome == "refuse"
+    assert read.confidence == unread.confidence == pytest.approx(sigmoid(20.0 * -0.02))
+    replay = POLICIES["calibrated"](c, Signals(dict(read.signals), (), ""), policy, None)
+    assert replay.confidence == read.confidence
+    # Above the floor the full model decides, reading included: the no-reading model is unused.
+    above = decide([_cand(0.7)], policy, "q", reader=ReaderView((0.2,)))
+    assert above.confidence == pytest.approx(sigmoid(2.0 * -0.3 + 40.0 * 0.1))
+
+
+def test_the_no_reading_confidence_never_exceeds_a_certain_readings() -> None:
+    from gate_svc.policy import decide, parse_policy
+    from gate_svc.signals import sigmoid
+
+    # bias 2: sigmoid(2 - 0.4) = 0.83 would pass the bound no reading reaches; capped at 0.55.
+    policy = parse_policy(_with_unread(2.0))
+    d = decide([_cand(0.58)], policy, "q", reader=ReaderView(skipped=True))
+    assert d.outcome == "refuse"
+    assert d.confidence == pytest.approx(sigmoid(0.2))
+    assert d.signals["calibrated_logit"] == pytest.approx(0.2)
+
+
+def test_the_no_reading_model_is_validated_and_listed() -> None:
+    from gate_svc.policy import PolicyError, parse_policy, policy_thresholds
+
+    thresholds = policy_thresholds(parse_policy(_with_unread(0.5)))
+    assert thresholds["calibrated.unread.bias"] == 0.5
+    assert thresholds["calibrated.unread.coefficients.top_cosine"] == 20.0
+    assert not any(
+        k.startswith("calibrated.unread") for k in policy_thresholds(parse_policy(FLOORED))
+    )
+    for bad, match in (
+        ("{bias: 0, coefficients: {reader: 1.0}}", "cannot weigh reader"),
+        ("{bias: 0, coefficients: {no_such_signal: 1.0}}", "unknown signals"),
+        ("{bias: yes, coefficients: {}}", "unread.bias"),
+        ("{bias: 0, coefficients: {top_cosine: '1'}}", "unread.coefficients"),
+        ("{bias: 0, means: {}}", "mapping of bias and coefficients"),
+        ("[1, 2]", "mapping of bias and coefficients"),
+    ):
+        text = FLOORED.replace("  read_floor: 0.8\n", f"  read_floor: 0.8\n  unread: {bad}\n")
+        with pytest.raises(PolicyError, match=match):
+            parse_policy(text)
