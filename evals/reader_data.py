@@ -11,7 +11,8 @@ WordPiece tokens), so the reader meets the same text shapes at decision time.
 Labels, per question:
 - positive: text of its passage holding the reference answer (or, for "X or Y?" and yes/no
   questions, whose answer is not located by string, the chunk sharing most question terms);
-- near miss: text of the same passage without the answer's sentences;
+- near miss: text of the same passage without the answer's sentences, reworded ones included
+  (:func:`evals.datasets.halueval.carries_answer`; reader v4's pairs predate that);
 - off topic (half the questions): text of another passage sharing most question terms, out of
   a seeded sample.
 
@@ -232,8 +233,14 @@ def build_pairs(
                 if best is not None:
                     pairs.append(Pair(r.line, r.question, best, "answers"))
             else:
-                holding = [n for n, sent in enumerate(sentences) if pattern.search(sent)]
-                others = [n for n, sent in enumerate(sentences) if not pattern.search(sent)]
+                # The answer reworded is still the answer: such sentences are never a near miss.
+                reworded = frozenset(content_terms(r.answer))
+                holds = [
+                    bool(pattern.search(sent)) or halueval.carries_answer(sent, reworded)
+                    for sent in sentences
+                ]
+                holding = [n for n, held in enumerate(holds) if held]
+                others = [n for n, held in enumerate(holds) if not held]
                 if holding and others:
                     rest = [sentences[n] for n in others]
                     near_options = _all_windows(rest) + chunks(" ".join(rest))
@@ -245,7 +252,12 @@ def build_pairs(
                     # The pair closest in length: it differs in whether the answer is there,
                     # not in how much text there is.
                     pos, near = _closest_pair(pos_options, near_options, rng)
-                    if pos is not None and near is not None and not pattern.search(near):
+                    if (
+                        pos is not None
+                        and near is not None
+                        and not pattern.search(near)
+                        and not halueval.carries_answer(near, reworded)
+                    ):
                         pairs.append(Pair(r.line, r.question, pos, "answers"))
                         pairs.append(Pair(r.line, r.question, near, "near_miss"))
             if rng.random() < 0.5:

@@ -22,7 +22,11 @@ What the builder does (the why of each step is in ``docs/datasets.md``):
    **topic_absent**.
 4. The corpus is the answerable groups' passages, plus the near-miss groups' passages *with
    the answer sentences removed* (the redacted passage replaces the original, under the id the
-   original would have had), plus distractors; topic-absent passages are never written.
+   original would have had), plus distractors; topic-absent passages are never written. Since
+   builder version 2 a sentence that gives the answer reworded (:func:`carries_answer`: "Victor
+   Mature" for "Victor John Mature") goes too; a near-miss group left with fewer than
+   ``min_near_miss_words`` words by that is dropped, questions and passages (step 3 still
+   decides on the answer string alone, so kinds and splits are those of version 1).
 5. A negative question whose answer string appears in some indexed passage that also holds at
    least half of the question's other content terms may be answerable after all: it is dropped
    (counted in the manifest). A distractor that would do that is skipped instead.
@@ -72,7 +76,8 @@ SOURCE_FILES: dict[str, str] = {
     "dialogue": "dataset_halueval_dialogue.jsonl",
     "summarization": "dataset_halueval_summarization.jsonl",
 }
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2
+"""2: near misses also lose sentences that carry the answer reworded (:func:`carries_answer`)."""
 KIND_ORDER: tuple[Kind, ...] = ("answerable", "topic_absent", "near_miss")
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -334,8 +339,23 @@ def answer_form(question: str, answer: str) -> str:
     return "choice" if pattern is not None and pattern.search(question) else "open"
 
 
-def redact(text: str, patterns: Sequence[re.Pattern[str]]) -> tuple[str, int, int]:
-    """Remove every sentence of ``text`` that overlaps a match of any pattern.
+def carries_answer(text: str, answer_terms: frozenset[str]) -> bool:
+    """Whether ``text`` holds an answer of two or more content terms in other words: at least
+    two of its terms and two thirds of them ("Victor Mature" for "Victor John Mature",
+    "Barry Michael George" for "Barry George"), which the answer string alone misses."""
+    if len(answer_terms) < 2:
+        return False
+    held = len(answer_terms & frozenset(content_terms(text)))
+    return held >= 2 and 3 * held >= 2 * len(answer_terms)
+
+
+def redact(
+    text: str,
+    patterns: Sequence[re.Pattern[str]],
+    answer_terms: Sequence[frozenset[str]] = (),
+) -> tuple[str, int, int]:
+    """Remove every sentence of ``text`` that overlaps a match of any pattern, or that
+    :func:`carries_answer` of any of ``answer_terms``.
 
     Returns ``(redacted text, sentences removed, sentences in text)``; the kept sentences are
     joined with single spaces.
@@ -346,6 +366,7 @@ def redact(text: str, patterns: Sequence[re.Pattern[str]]) -> tuple[str, int, in
         " ".join(text[s:e].split())
         for s, e in spans
         if not any(hs < e and he > s for hs, he in hits)
+        and not any(carries_answer(text[s:e], t) for t in answer_terms)
     ]
     return " ".join(kept), len(spans) - len(kept), len(spans)
 
@@ -375,6 +396,8 @@ class _Group:
     split: Split = "train"
     redacted: dict[str, str] = field(default_factory=dict)
     redaction: dict[str, tuple[int, int]] = field(default_factory=dict)
+    reworded: bool = False
+    """A near miss whose answer, reworded, fills its passage: dropped, never indexed."""
 
 
 def _passage_id(passage: str) -> str:
@@ -450,12 +473,19 @@ def _prepare_near_miss(group: _Group, records: list[_Record], min_words: int) ->
             return False
         patterns[i] = pattern
     all_patterns = list(patterns.values())
+    terms = [frozenset(content_terms(records[i].answer)) for i in group.members]
     redacted: dict[str, str] = {}
     stats: dict[str, tuple[int, int]] = {}
     for passage in group.passages:
         text, removed, total = redact(passage, all_patterns)
         if len(text.split()) < min_words or any(p.search(text) for p in all_patterns):
             return False
+        # Whether the group can be a near miss is decided on the answer string alone (builder
+        # version 1's rule), so kinds and splits, and with them the questions the reader must
+        # never train on, did not move when reworded answers began to be removed too.
+        text, removed, total = redact(passage, all_patterns, terms)
+        if len(text.split()) < min_words:
+            group.reworded = True
         redacted[passage] = text
         stats[passage] = (removed, total)
     group.redacted, group.redaction = redacted, stats
@@ -580,7 +610,7 @@ def build(source: Source, options: BuildOptions = BuildOptions()) -> BuiltDatase
             g.kind = "near_miss"
         else:
             g.kind = "topic_absent"
-            g.redacted, g.redaction = {}, {}
+            g.redacted, g.redaction, g.reworded = {}, {}, False
         sizes[g.kind] += size
     _balance_split(groups, chosen, options.test_fraction)
 
@@ -593,7 +623,7 @@ def build(source: Source, options: BuildOptions = BuildOptions()) -> BuiltDatase
         g = groups[gi]
         for passage in g.passages:
             qa_sentences.update(_norm(s) for s in split_sentences(passage))
-            if g.kind == "topic_absent":
+            if g.kind == "topic_absent" or g.reworded:
                 continue
             text = g.redacted[passage] if g.kind == "near_miss" else passage
             pid = _passage_id(passage)
@@ -613,6 +643,9 @@ def build(source: Source, options: BuildOptions = BuildOptions()) -> BuiltDatase
         for i in g.members:
             if g.kind == "answerable":
                 keep.add(i)
+                continue
+            if g.reworded:
+                dropped["near_miss_answer_reworded"] += 1
                 continue
             probe = leak_probe(records[i].terms, records[i].answer)
             if probe is None:

@@ -10,6 +10,8 @@ where a case below arranges it on purpose:
 - passages shared by several questions, and passages sharing only one long sentence;
 - cross-leak pairs: each passage of a pair also states the other question's answer next to
   most of its terms, so whichever lands in the negative half must be dropped;
+- three-word answers the passage also gives reworded (first and last name): a near miss must
+  lose that sentence too, and is dropped when too little text is left;
 - distractors: dialogue knowledge (one of them answering a plain question, one duplicate)
   and long news documents (to be cut to their lead).
 """
@@ -114,6 +116,26 @@ def write_fixture(directory: Path, n_plain: int = 40) -> Fixture:
             f"A festival devoted to the cycle {w1} by a composer born in {c1} is held yearly.",
             f"Where was the composer known for the cycle {w2} born?",
             c2,
+        )
+    # Answers of three words that the passage also gives reworded (first and last name only):
+    # removing the reworded sentence leaves a near miss (these) ...
+    for _ in range(6):
+        first, middle, last, work = next(names), next(names), next(names), next(names)
+        add(
+            f"{first} {middle} {last} is a painter of the {work} murals and of harbour scenes."
+            f"The murals of {work} were painted by {first} {last} over many long summers."
+            "The harbour scenes hang in a museum with a garden by the old port.",
+            f"Who painted the {work} murals?",
+            f"{first} {middle} {last}",
+        )
+    # ... or too little text to be one (these are dropped when negative).
+    for _ in range(6):
+        first, middle, last, work = next(names), next(names), next(names), next(names)
+        add(
+            f"{first} {middle} {last} is a poet of the northern coast."
+            f"The {work} poems were written by {first} {last} in the hills.",
+            f"Who wrote the {work} poems?",
+            f"{first} {middle} {last}",
         )
 
     dialogue: list[dict[str, Any]] = []

@@ -81,6 +81,25 @@ def test_answer_location_and_redaction() -> None:
     assert (text, removed, total) == ("The Oberoi family runs hotels.", 1, 2)
 
 
+def test_an_answer_reworded_is_an_answer() -> None:
+    terms = frozenset(content_terms("Victor John Mature"))
+    assert halueval.carries_answer("The film starred Victor Mature and Hedy Lamarr.", terms)
+    assert not halueval.carries_answer("Victor Borge played the piano.", terms)  # one of three
+    # Two-word answers need both words; one-word answers are the answer string's job.
+    dolphins = frozenset(content_terms("the Miami Dolphins"))
+    assert not halueval.carries_answer("He grew up in Miami.", dolphins)
+    assert halueval.carries_answer("The Dolphins of Miami won.", dolphins)
+    assert not halueval.carries_answer("Kato drove.", frozenset(content_terms("Kato")))
+    passage = (
+        "Victor John Mature was an actor.The remake starred Victor Mature as Samson."
+        "It was filmed in Mexico."
+    )
+    pattern = locate_answer("Victor John Mature", passage)
+    assert pattern is not None
+    assert redact(passage, [pattern])[1:] == (1, 3)  # the answer string alone
+    assert redact(passage, [pattern], [terms]) == ("It was filmed in Mexico.", 2, 3)
+
+
 # --- the built dataset -----------------------------------------------------------------------
 
 
@@ -94,9 +113,9 @@ def test_counts_match_manifest_and_halves_are_balanced(built: BuiltDataset) -> N
     assert counts["corpus"] == len(built.corpus)
     assert sum(counts["corpus_by_origin"].values()) == len(built.corpus)
     dropped = sum(built.manifest["dropped_negatives_possibly_answerable"].values())
-    assert counts["selected_questions"] == 66 == len(built.questions) + dropped
+    assert counts["selected_questions"] == 78 == len(built.questions) + dropped
     # Halves are balanced on the selection (before drops), group by group.
-    assert abs(kinds["answerable"] - (66 - kinds["answerable"])) <= 2
+    assert abs(kinds["answerable"] - (78 - kinds["answerable"])) <= 2
     assert kinds["near_miss"] > 0 and kinds["topic_absent"] > 0
     split_total = sum(sum(v.values()) for v in counts["by_split"].values())
     assert split_total == len(built.questions)
@@ -163,6 +182,32 @@ def test_near_miss_passages_replace_the_original_without_the_answer(
     assert stats["mean_terms_removed"] == pytest.approx(
         sum(q.meta["terms_removed"] for q in near) / len(near), abs=1e-4
     )
+
+
+def test_near_misses_lose_the_answer_reworded_or_are_dropped(
+    built: BuiltDataset, fixture: Fixture
+) -> None:
+    corpus = {p.id: p.text for p in built.corpus}
+    near = [q for q in built.questions if q.kind == "near_miss"]
+    for q in near:
+        terms = frozenset(content_terms(q.meta["source_answer"]))
+        redacted = corpus[q.meta["near_miss_id"]]
+        assert not any(halueval.carries_answer(x, terms) for x in split_sentences(redacted))
+    reworded = [q for q in near if q.question.startswith("Who painted the ")]
+    assert reworded  # the museum sentence is left, the painter's name in either form is not
+    assert all(corpus[q.meta["near_miss_id"]].startswith("The harbour scenes") for q in reworded)
+    # The poets' passages are all answer, string or reworded: never a near miss, and a
+    # negative one leaves neither question nor passage behind.
+    kinds = _by_line(built)
+    poets = [n for n, row in enumerate(fixture.qa) if row["question"].startswith("Who wrote the ")]
+    assert all(kinds.get(n) != "near_miss" for n in poets)
+    dropped = built.manifest["dropped_negatives_possibly_answerable"]
+    missing = [n for n in poets if n not in kinds]
+    assert missing and dropped["near_miss_answer_reworded"] == len(missing)
+    for n in missing:
+        assert _norm(fixture.qa[n]["right_answer"].split()[0]) not in _norm(
+            " ".join(corpus.values())
+        )
 
 
 def test_unlocatable_answers_are_never_near_misses(built: BuiltDataset, fixture: Fixture) -> None:
