@@ -97,11 +97,14 @@ class EvidenceReader:
         """Probability that each text answers ``question`` (empty ``texts`` → ``[]``)."""
         if not texts:
             return []
-        feed = encode_pairs([question] * len(texts), texts)
+        # One pair per run: the int8 graph quantises activations with one scale per run, so a
+        # batched pair's score would depend on the others (and their padding).
+        feeds = [encode_pairs([question], [text]) for text in texts]
         # One run at a time: concurrent runs on 2 cores only fight over the same threads.
         with self._lock:
-            (logits,) = self._session.run(["logit"], feed)
-        return [float(p) for p in 1.0 / (1.0 + np.exp(-np.asarray(logits, dtype=np.float64)))]
+            logits = [self._session.run(["logit"], feed)[0] for feed in feeds]
+        z = np.concatenate([np.asarray(x, dtype=np.float64).reshape(-1) for x in logits])
+        return [float(p) for p in 1.0 / (1.0 + np.exp(-z))]
 
 
 @lru_cache(maxsize=4)

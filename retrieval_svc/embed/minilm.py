@@ -21,8 +21,8 @@ from retrieval_svc.embed.minilm_model import Precision, model_path
 from retrieval_svc.embed.wordpiece import tokenizer
 
 SUB_BATCH = 16
-"""Texts are sorted by length and run in groups this large, so one long chunk does not pad
-a whole batch to its length."""
+"""fp32 only: texts are sorted by length and run in groups this large, so one long chunk does
+not pad a whole batch to its length. The q8 graph runs one text at a time (see ``embed``)."""
 
 NAMES: dict[str, str] = {
     # The fp32 name predates the q8 graph; kept so collections built with it stay readable.
@@ -53,9 +53,14 @@ class MiniLMEmbedder:
         if not texts:
             return out
         encoded = self._tokenizer.encode_batch(list(texts))
+        # The q8 graph quantises each activation with one scale for the whole run
+        # (DynamicQuantizeLinear), padding included: batched, a text's vector depends on its
+        # companions (cosine down to 0.98), so a question would retrieve differently under
+        # load, and a chunk differently with its neighbours. One text per run is exact.
+        size = 1 if self.precision == "q8" else SUB_BATCH
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].ids))
-        for start in range(0, len(order), SUB_BATCH):
-            group = order[start : start + SUB_BATCH]
+        for start in range(0, len(order), size):
+            group = order[start : start + size]
             out[group] = self._run([encoded[i] for i in group])
         return out
 

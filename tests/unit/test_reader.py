@@ -92,6 +92,14 @@ def test_the_answering_chunk_outscores_the_near_miss(
     assert 0.0 <= near < good <= 1.0
 
 
+def test_a_chunk_reads_the_same_whatever_it_is_read_with() -> None:
+    # The int8 graph quantises activations with one scale per run: read beside others, a
+    # chunk's score depended on them (gate.reader.top_k > 1).
+    question, answers, near_miss = CASES[0]
+    alone = shared_reader().score(question, [answers])
+    assert shared_reader().score(question, [near_miss, answers, ORDERS])[1] == alone[0]
+
+
 def test_an_off_topic_chunk_scores_low() -> None:
     (p,) = shared_reader().score(
         "What year did the bridge over the Tamar open?",
