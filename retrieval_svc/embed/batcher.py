@@ -3,6 +3,8 @@
 Queries that arrive while batches are being embedded wait for the next batch instead of each
 taking its own turn, so a burst shares forward passes. A lone query is embedded at once, so
 batching adds no latency when idle. Up to ``workers`` batches run at a time (one per core).
+The bundled int8 embedder runs each text of a batch on its own, so that a query's vector does
+not depend on what arrived with it; there the batcher only caps embedding at ``workers``.
 """
 
 from __future__ import annotations
