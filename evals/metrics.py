@@ -33,12 +33,15 @@ The definitions (``docs/datasets.md`` repeats them for report readers):
 - **ECE** (expected calibration error): *n_bins* equal-width bins over [0, 1] (bin *i* holds
   confidences in ``[i/n, (i+1)/n)``, the last bin also 1.0); the count-weighted mean of
   ``|mean confidence - observed frequency|`` over non-empty bins.
+- **Bootstrap interval**: the percentile interval of a statistic over resamples of the
+  questions, drawn with replacement *within each kind*, so every resample keeps the test
+  set's composition and only which questions of each kind are drawn varies.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Sequence, Sized
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, Sized
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,6 +49,7 @@ import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.int64]
 
 NEGATIVE_KIND_ORDER = ("topic_absent", "near_miss", "unanswerable")
 
@@ -582,3 +586,44 @@ def answer_accuracy(
         elif c is not None:
             right, wrong = right + int(c), wrong + int(not c)
     return _ratio(right, right + wrong)
+
+
+def bootstrap_intervals(
+    kinds: Sequence[str],
+    statistics: Callable[[IntArray], Mapping[str, float | None]],
+    resamples: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> dict[str, tuple[float, float] | None]:
+    """Percentile intervals of each statistic ``statistics(idx)`` returns, over ``resamples``
+    index arrays that redraw the questions with replacement within each kind.
+
+    A statistic that is ``None`` on some resamples (a class drawn empty) is taken over the rest;
+    ``None`` when it is ``None`` on more than half of them. Deterministic for ``seed``.
+    """
+    if resamples < 1:
+        raise ValueError("resamples must be at least 1")
+    if not 0.0 < level < 1.0:
+        raise ValueError("level must be within (0, 1)")
+    if not kinds:
+        raise ValueError("bootstrap_intervals needs questions")
+    rng = np.random.default_rng(seed)
+    groups = [
+        np.flatnonzero(np.asarray(kinds) == kind).astype(np.int64) for kind in sorted(set(kinds))
+    ]
+    drawn: dict[str, list[float]] = {}
+    for _ in range(resamples):
+        idx = np.concatenate([g[rng.integers(0, len(g), len(g))] for g in groups])
+        for name, value in statistics(idx).items():
+            values = drawn.setdefault(name, [])
+            if value is not None:
+                values.append(float(value))
+    tail = 100 * (1 - level) / 2
+    return {
+        name: (
+            (float(np.percentile(v, tail)), float(np.percentile(v, 100 - tail)))
+            if 2 * len(v) >= resamples
+            else None
+        )
+        for name, v in drawn.items()
+    }

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from evals import metrics
 from evals.calibrate import read_rows
 
@@ -37,8 +39,55 @@ def _policies(rows: Sequence[dict[str, Any]]) -> list[str]:
     return [n for n in ORDER if n in names] + sorted(names - set(ORDER))
 
 
-def summarize(rows: Sequence[dict[str, Any]], dataset: str) -> dict[str, Any]:
-    """The machine-readable result (schema in docs/evaluation.md)."""
+#: Threshold-free statistics, and the order the interval table shows them in.
+INTERVAL_KEYS = (
+    "auroc",
+    "auroc_topic_absent",
+    "auroc_near_miss",
+    "frr_at_far_5",
+    "frr_at_far_1",
+    "ece",
+)
+
+
+def threshold_free(
+    scores: Sequence[float], answerable: Sequence[bool], kinds: Sequence[str]
+) -> dict[str, float | None]:
+    """The statistics of a policy's confidence alone (:data:`INTERVAL_KEYS`)."""
+    by_kind = metrics.auroc_by_kind(scores, kinds)
+    out: dict[str, float | None] = {
+        "auroc": by_kind.get("all"),
+        "auroc_topic_absent": by_kind.get("topic_absent"),
+        "auroc_near_miss": by_kind.get("near_miss"),
+    }
+    for target in (0.05, 0.01):
+        point = metrics.frr_at_far(scores, answerable, target)
+        out[f"frr_at_far_{int(target * 100)}"] = point.frr if point else None
+    out["ece"] = metrics.expected_calibration_error(scores, answerable)
+    return out
+
+
+def intervals(
+    scores: Sequence[float], answerable: Sequence[bool], kinds: Sequence[str], resamples: int
+) -> dict[str, list[float] | None]:
+    """95% bootstrap intervals of :func:`threshold_free` (questions redrawn within each kind)."""
+    s, y, k = np.asarray(scores), np.asarray(answerable, dtype=bool), np.asarray(kinds)
+
+    def statistics(idx: metrics.IntArray) -> dict[str, float | None]:
+        return threshold_free(s[idx].tolist(), y[idx].tolist(), k[idx].tolist())
+
+    found = metrics.bootstrap_intervals(kinds, statistics, resamples)
+    return {key: list(b) if (b := found.get(key)) else None for key in INTERVAL_KEYS}
+
+
+def summarize(
+    rows: Sequence[dict[str, Any]],
+    dataset: str,
+    intervals_for: Sequence[str] = (),
+    resamples: int = 1000,
+) -> dict[str, Any]:
+    """The machine-readable result (schema in docs/evaluation.md). Policies named in
+    ``intervals_for`` also get ``ci95``: bootstrap intervals over ``resamples`` redraws."""
     answerable = [bool(r["answerable"]) for r in rows]
     kinds = [str(r["kind"]) for r in rows]
     gold = [list(r["gold_ids"]) for r in rows]
@@ -54,15 +103,8 @@ def summarize(rows: Sequence[dict[str, Any]], dataset: str) -> dict[str, Any]:
     for name in _policies(rows):
         decisions = [r["policies"][name] for r in rows]
         scores = [float(d["confidence"]) for d in decisions]
-        by_kind = metrics.auroc_by_kind(scores, kinds)
-        entry: dict[str, Any] = {
-            "auroc": by_kind.get("all"),
-            "auroc_topic_absent": by_kind.get("topic_absent"),
-            "auroc_near_miss": by_kind.get("near_miss"),
-        }
-        for target in (0.05, 0.01):
-            point = metrics.frr_at_far(scores, answerable, target)
-            entry[f"frr_at_far_{int(target * 100)}"] = point.frr if point else None
+        free = threshold_free(scores, answerable, kinds)
+        entry: dict[str, Any] = {k: free[k] for k in INTERVAL_KEYS if k != "ece"}
         if "outcome" in decisions[0]:
             passed = [d["outcome"] == "pass" for d in decisions]
             admitted = metrics.gold_in_evidence([d["evidence"] for d in decisions], gold)
@@ -77,9 +119,13 @@ def summarize(rows: Sequence[dict[str, Any]], dataset: str) -> dict[str, Any]:
             )
             if has_answers:
                 entry["answer_accuracy"] = metrics.answer_accuracy(passed, answerable, judged)
-        entry["ece"] = metrics.expected_calibration_error(scores, answerable)
+        entry["ece"] = free["ece"]
         entry["aurc"] = metrics.risk_coverage(scores, [not a for a in answerable]).aurc
+        if name in intervals_for and resamples > 0:
+            entry["ci95"] = intervals(scores, answerable, kinds, resamples)
         out["policies"][name] = entry
+    if intervals_for and resamples > 0:
+        out["bootstrap_resamples"] = resamples
     if has_answers:
         graded = [c for c in judged if c is not None]
         out["generator"] = {
@@ -104,6 +150,10 @@ def _fmt(x: float | None, pct: bool = True) -> str:
     if x is None:
         return "–"
     return f"{100 * x:.1f}%" if pct else f"{x:.3f}"
+
+
+def _interval(bounds: Sequence[float] | None, pct: bool) -> str:
+    return "–" if bounds is None else f"{_fmt(bounds[0], pct)}–{_fmt(bounds[1], pct)}"
 
 
 def _plots(rows: Sequence[dict[str, Any]], out_dir: Path, stem: str) -> list[str]:
@@ -194,6 +244,22 @@ def markdown(
         "accuracy and wrong-evidence acceptance from its own PASS/REFUSE decisions "
         "(`top1_cosine` is a bare score, so it has no decisions).",
         "",
+    ]
+    with_ci = {n: p["ci95"] for n, p in summary["policies"].items() if "ci95" in p}
+    if with_ci:
+        lines += [
+            f"95% bootstrap intervals ({summary['bootstrap_resamples']} resamples of the "
+            "questions, drawn within each kind):",
+            "",
+            "| policy | AUROC | AUROC topic-absent | AUROC near-miss | FRR @ FAR≤5% "
+            "| FRR @ FAR≤1% | ECE |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for name, ci in with_ci.items():
+            cells = [_interval(ci[k], k.startswith("frr")) for k in INTERVAL_KEYS]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append("")
+    lines += [
         "Pass rate by kind (own decisions):",
         "",
         "| policy | " + " | ".join(summary["counts"]) + " |",
@@ -283,7 +349,17 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="also decide with this config from the saved signals (not seed000)",
     )
+    ap.add_argument(
+        "--bootstrap",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="resamples for the 95%% intervals of the --policy configs' threshold-free "
+        "statistics (0: none)",
+    )
     args = ap.parse_args(argv)
+    if args.bootstrap < 0:
+        ap.error("--bootstrap must be >= 0")
     rows = read_rows(args.results)
     _add_seed001_refit(rows)
     named: set[str] = set()
@@ -301,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = [r for r in rows if r.get("split") == args.split]
     if not rows:
         raise SystemExit(f"no rows in split {args.split!r}")
-    summary = summarize(rows, args.dataset or args.results.stem)
+    summary = summarize(rows, args.dataset or args.results.stem, sorted(named), args.bootstrap)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(summary, indent=2))

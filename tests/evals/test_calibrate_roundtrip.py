@@ -162,6 +162,24 @@ def test_seed001_refit_learns_positive_weights_and_joins_the_report(tmp_path: Pa
     assert report.main([str(path), "--split", "test", "--json", str(out)]) == 0
     summary = json.loads(out.read_text())
     assert summary["policies"]["seed001_refit"]["auroc"] > 0.8
+    # Baselines get no intervals; a config given with --policy does.
+    assert "ci95" not in summary["policies"]["seed001_refit"]
+    config = tmp_path / "seed001.yaml"
+    config.write_text(
+        f'version: "s1"\npolicy: seed001\nseed001: {{a: {coef["a"]}, b: 1.5, c: -3}}\n'
+    )
+    md = tmp_path / "reports" / "with-ci.md"
+    args = [str(path), "--split", "test", "--policy", str(config), "--bootstrap", "200"]
+    assert report.main([*args, "--json", str(out), "--out", str(md)]) == 0
+    summary = json.loads(out.read_text())
+    ci = summary["policies"]["seed001"]["ci95"]
+    assert summary["bootstrap_resamples"] == 200
+    assert set(ci) == set(report.INTERVAL_KEYS)
+    lo, hi = ci["auroc"]
+    assert 0.0 <= lo <= summary["policies"]["seed001"]["auroc"] <= hi <= 1.0
+    assert "95% bootstrap intervals (200 resamples" in md.read_text()
+    with pytest.raises(SystemExit):
+        report.main([str(path), "--bootstrap", "-1"])
 
 
 def test_calibrate_says_when_train_rows_were_not_read(

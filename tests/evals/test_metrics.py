@@ -244,3 +244,65 @@ def test_answer_accuracy_counts_passed_negatives_as_wrong_and_skips_unjudged() -
     # judged answered: q0 right, q1 wrong, q2 (negative) wrong; q3 unjudged; q4 refused
     assert answer_accuracy(passed, answerable, correct) == pytest.approx(1 / 3)
     assert answer_accuracy([False] * 5, answerable, correct) is None
+
+
+# --- bootstrap intervals ---------------------------------------------------------------------
+
+
+def test_bootstrap_redraws_within_each_kind_and_is_deterministic() -> None:
+    import numpy as np
+
+    kinds = ["answerable"] * 30 + ["near_miss"] * 10 + ["topic_absent"] * 5
+    labels = np.array(kinds)
+
+    def counts(idx: m.IntArray) -> dict[str, float | None]:
+        drawn = labels[idx]
+        return {k: float((drawn == k).sum()) for k in ("answerable", "near_miss", "topic_absent")}
+
+    # Every resample keeps the composition: each count's interval is a single point.
+    assert m.bootstrap_intervals(kinds, counts, 50) == {
+        "answerable": (30.0, 30.0),
+        "near_miss": (10.0, 10.0),
+        "topic_absent": (5.0, 5.0),
+    }
+    values = np.arange(45, dtype=float)
+
+    def mean(idx: m.IntArray) -> dict[str, float | None]:
+        return {"mean": float(values[idx].mean())}
+
+    a = m.bootstrap_intervals(kinds, mean, 200, seed=1)
+    assert a == m.bootstrap_intervals(kinds, mean, 200, seed=1)
+    assert a != m.bootstrap_intervals(kinds, mean, 200, seed=2)
+
+
+def test_bootstrap_interval_of_a_share_matches_the_normal_approximation() -> None:
+    import numpy as np
+
+    # 400 questions, half of them "hits": the share's 95% interval is about 0.5 +- 1.96 *
+    # sqrt(0.25 / 400) = 0.5 +- 0.049.
+    hits = np.array([i % 2 == 0 for i in range(400)])
+    found = m.bootstrap_intervals(
+        ["answerable"] * 400, lambda idx: {"share": float(hits[idx].mean())}, 2000
+    )["share"]
+    assert found is not None
+    lo, hi = found
+    assert lo < 0.5 < hi
+    assert 0.085 < hi - lo < 0.11
+
+
+def test_bootstrap_skips_undefined_draws_and_checks_its_arguments() -> None:
+    import numpy as np
+
+    flips = iter(np.random.default_rng(0).random(1000))
+
+    def sometimes(idx: m.IntArray) -> dict[str, float | None]:
+        r = next(flips)
+        return {"often": None if r < 0.2 else 1.0, "rarely": None if r < 0.8 else 1.0}
+
+    out = m.bootstrap_intervals(["answerable"] * 5, sometimes, 100)
+    assert out == {"often": (1.0, 1.0), "rarely": None}
+    for bad in ({"resamples": 0}, {"level": 1.0}, {"level": 0.0}):
+        with pytest.raises(ValueError):
+            m.bootstrap_intervals(["answerable"], lambda idx: {}, **bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        m.bootstrap_intervals([], lambda idx: {})
