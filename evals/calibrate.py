@@ -148,6 +148,13 @@ def read_floor(
     return floor if floor > uncertain else 0.0
 
 
+def _logistic(c: float) -> Any:
+    """The one estimator both fits use, so the no-reading model is fitted like the main one."""
+    from sklearn.linear_model import LogisticRegression
+
+    return LogisticRegression(C=c, max_iter=2000, class_weight="balanced")
+
+
 def _unread_model(
     z: np.ndarray[Any, Any],
     y: np.ndarray[Any, Any],
@@ -158,9 +165,7 @@ def _unread_model(
     """The model refit on the standardised signals without the reader's column: the gate's
     confidence for a question it decides without reading (``calibrated.unread``). The main
     model with the reading at 0 would understate it: that is its lowest value, not its mean."""
-    from sklearn.linear_model import LogisticRegression
-
-    model = LogisticRegression(C=c, max_iter=2000, class_weight="balanced")
+    model = _logistic(c)
     model.fit(np.delete(z, reader, axis=1), y, sample_weight=weights)
     names = [f for i, f in enumerate(FEATURES) if i != reader]
     return {
@@ -181,8 +186,6 @@ def fit(
     ``weights`` (see :func:`source_weights`) weigh the rows in the fit and in the bounds;
     ``read_floor_cost`` > 0 adds a read floor (:func:`read_floor`). A model that weighs the
     reader also gets its no-reading refit (:func:`_unread_model`)."""
-    from sklearn.linear_model import LogisticRegression
-
     x = matrix(rows)
     y = np.array([1 if r["answerable"] else 0 for r in rows])
     if len(set(y.tolist())) < 2:
@@ -194,16 +197,18 @@ def fit(
         means = np.average(x, axis=0, weights=weights)
         scales = np.sqrt(np.average((x - means) ** 2, axis=0, weights=weights))
     scales[scales < 1e-9] = 1.0  # a constant feature carries no information
-    model = LogisticRegression(C=c, max_iter=2000, class_weight="balanced")
-    model.fit((x - means) / scales, y, sample_weight=weights)
+    z = (x - means) / scales
+    model = _logistic(c)
+    model.fit(z, y, sample_weight=weights)
     coef = model.coef_[0]
 
-    def prob(features: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-        z = model.intercept_[0] + ((features - means) / scales) @ coef
-        out: np.ndarray[Any, Any] = 1.0 / (1.0 + np.exp(-z))
+    def prob(standardised: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        out: np.ndarray[Any, Any] = 1.0 / (
+            1.0 + np.exp(-(model.intercept_[0] + standardised @ coef))
+        )
         return out
 
-    p = prob(x)
+    p = prob(z)
     uncertain = threshold_for_far(p, y, target_far, weights)
     confident = max(uncertain, threshold_for_far(p, y, confident_far, weights))
     w = np.ones(len(y)) if weights is None else weights
@@ -218,10 +223,10 @@ def fit(
     passed = p >= uncertain
     reader = FEATURES.index("reader")
     if coef[reader] > 0:
-        calibrated["unread"] = _unread_model((x - means) / scales, y, c, weights, reader)
-    if read_floor_cost > 0 and coef[reader] > 0:
-        sure = x.copy()
-        sure[:, reader] = 1.0
+        calibrated["unread"] = _unread_model(z, y, c, weights, reader)
+    if coef[reader] > 0 and read_floor_cost > 0:
+        sure = z.copy()
+        sure[:, reader] = (1.0 - means[reader]) / scales[reader]
         certain = prob(sure)
         # Rounded down: rounding up would refuse the row the floor was set at.
         floor = math.floor(read_floor(p, certain, y, uncertain, read_floor_cost, weights) * 1e6)

@@ -694,25 +694,18 @@ def _calibrated(data: Any) -> CalibratedConfig:
     unknown = set(data) - {f.name for f in fields(CalibratedConfig)}
     if unknown:
         raise PolicyError(f"calibrated: unknown keys {sorted(unknown)}")
-    maps: dict[str, dict[str, float]] = {}
-    for key in ("coefficients", "means", "scales"):
-        m = data.get(key) or {}
-        if not isinstance(m, dict) or not all(isinstance(v, int | float) for v in m.values()):
-            raise PolicyError(f"calibrated.{key} must map signal names to numbers")
-        bad = sorted(set(m) - SIGNAL_NAMES)
-        if bad:
-            raise PolicyError(f"calibrated.{key}: unknown signals {bad}")
-        maps[key] = {k: float(v) for k, v in m.items()}
+    maps = {
+        key: _signal_map(data.get(key), f"calibrated.{key}", SIGNAL_NAMES)
+        for key in ("coefficients", "means", "scales")
+    }
     if any(v == 0 for v in maps["scales"].values()):
         raise PolicyError("calibrated.scales must be non-zero")
-    bias = data.get("bias", 0.0)
-    if isinstance(bias, bool) or not isinstance(bias, int | float):
-        raise PolicyError("calibrated.bias must be a number")
+    bias = _number(data.get("bias", 0.0), "calibrated.bias")
     logs = data.get("log_features") or []
     if not isinstance(logs, list) or not set(logs) <= SIGNAL_NAMES:
         raise PolicyError("calibrated.log_features must list signal names")
     return CalibratedConfig(
-        float(bias),
+        bias,
         maps["coefficients"],
         maps["means"],
         maps["scales"],
@@ -725,25 +718,36 @@ def _calibrated(data: Any) -> CalibratedConfig:
     )
 
 
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise PolicyError(f"{where} must be a number")
+    return float(value)
+
+
+def _signal_map(value: Any, where: str, signal_names: frozenset[str]) -> dict[str, float]:
+    m = value or {}
+    if not isinstance(m, dict) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in m.values()
+    ):
+        raise PolicyError(f"{where} must map signal names to numbers")
+    bad = sorted(set(m) - signal_names)
+    if bad:
+        raise PolicyError(f"{where}: unknown signals {bad}")
+    return {k: float(v) for k, v in m.items()}
+
+
 def _unread(data: Any, signal_names: frozenset[str]) -> UnreadModel | None:
     if data is None:
         return None
     if not isinstance(data, dict) or set(data) - {"bias", "coefficients"}:
         raise PolicyError("calibrated.unread must be a mapping of bias and coefficients")
-    bias, coefficients = data.get("bias", 0.0), data.get("coefficients") or {}
-    if isinstance(bias, bool) or not isinstance(bias, int | float):
-        raise PolicyError("calibrated.unread.bias must be a number")
-    if not isinstance(coefficients, dict) or not all(
-        isinstance(v, int | float) and not isinstance(v, bool) for v in coefficients.values()
-    ):
-        raise PolicyError("calibrated.unread.coefficients must map signal names to numbers")
-    bad = sorted(set(coefficients) - signal_names)
-    if bad:
-        raise PolicyError(f"calibrated.unread.coefficients: unknown signals {bad}")
+    bias = _number(data.get("bias", 0.0), "calibrated.unread.bias")
+    where = "calibrated.unread.coefficients"
+    coefficients = _signal_map(data.get("coefficients"), where, signal_names)
     # It stands in for a reading that did not happen, so it cannot weigh one.
     if weighs_reader(coefficients):
-        raise PolicyError("calibrated.unread.coefficients cannot weigh reader signals")
-    return UnreadModel(float(bias), {k: float(v) for k, v in coefficients.items()})
+        raise PolicyError(f"{where} cannot weigh reader signals")
+    return UnreadModel(bias, coefficients)
 
 
 def _read_floor(value: Any) -> float:
