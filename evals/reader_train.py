@@ -255,6 +255,51 @@ def from_base(path: Path | None = None, keep_layers: int | None = None) -> Reade
     return reader
 
 
+def teacher_logits(
+    pairs: list[reader_data.Pair], teachers: list[Path], cache: Path | None = None
+) -> dict[tuple[str, str], float]:
+    """Mean logit of the ``teachers`` (int8 readers) on each distinct (question, evidence).
+
+    Read with the gate's own session, one pair per run, so a teacher says here what it would
+    say in the gate. ``cache`` (JSONL) keeps them for the next seed: scoring 20k pairs with a
+    12-layer teacher takes minutes.
+    """
+    from gate_svc.reader import EvidenceReader
+
+    key = [str(t.resolve()) for t in teachers]
+    out: dict[tuple[str, str], float] = {}
+    if cache is not None and cache.exists():
+        for line in cache.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            if row["teachers"] == key:
+                out[(row["question"], row["evidence"])] = float(row["logit"])
+    todo = sorted({(p.question, p.evidence) for p in pairs} - out.keys())
+    if todo:
+        readers = [EvidenceReader(t, threads=torch.get_num_threads()) for t in teachers]
+        fresh: dict[tuple[str, str], float] = {}
+        for q, e in todo:
+            probs = np.clip([r.score(q, [e])[0] for r in readers], 1e-7, 1 - 1e-7)
+            fresh[(q, e)] = float(np.mean(np.log(probs / (1 - probs))))
+        if cache is not None:
+            with cache.open("a", encoding="utf-8") as f:
+                for (q, e), z in fresh.items():
+                    row = {"teachers": key, "question": q, "evidence": e, "logit": z}
+                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        out |= fresh
+    return out
+
+
+def _targets(
+    chunk: list[reader_data.Pair], soft: dict[tuple[str, str], float] | None, distill: float
+) -> torch.Tensor:
+    """The label, or with a teacher ``(1 - distill) * label + distill * teacher probability``."""
+    hard = torch.tensor([p.target for p in chunk])
+    if not soft or distill <= 0:
+        return hard
+    z = torch.tensor([soft[(p.question, p.evidence)] for p in chunk])
+    return (1 - distill) * hard + distill * torch.sigmoid(z)
+
+
 def _batch(pairs: list[reader_data.Pair]) -> dict[str, torch.Tensor]:
     enc = encode_pairs([p.question for p in pairs], [p.evidence for p in pairs])
     return {k: torch.tensor(v) for k, v in enc.items()}
@@ -385,6 +430,8 @@ def train(
     answers: dict[int, str] | None = None,
     base: Path | None = None,
     keep_layers: int | None = None,
+    soft: dict[tuple[str, str], float] | None = None,
+    distill: float = 0.0,
 ) -> Reader:
     torch.manual_seed(seed)
     model = from_base(base, keep_layers)
@@ -404,8 +451,7 @@ def train(
         chunk, order = _take(order, batch, grouped=pair_weight > 0)
         model.train()
         logits, span_logits = model.forward_both(**_batch(chunk))
-        target = torch.tensor([p.target for p in chunk])
-        loss = loss_fn(logits, target)
+        loss = loss_fn(logits, _targets(chunk, soft, distill))
         if span_weight > 0:
             loss = loss + span_weight * _span_loss(answer_spans(chunk, answers or {}), span_logits)
         if pair_weight > 0:
@@ -493,7 +539,24 @@ def main(argv: list[str] | None = None) -> int:
         help="keep only the base's bottom N encoder layers (a read costs about N/6 of a "
         "6-layer reader's); default: all of them",
     )
+    ap.add_argument(
+        "--teacher",
+        type=Path,
+        action="append",
+        default=[],
+        help="an int8 reader to distil from (repeat to average several); its probability "
+        "is mixed into each pair's target with --distill",
+    )
+    ap.add_argument(
+        "--distill",
+        type=float,
+        default=0.5,
+        help="share of the teacher in each target (with --teacher); the rest is the label",
+    )
+    ap.add_argument("--teacher-cache", type=Path, help="JSONL of teacher logits, reused")
     args = ap.parse_args(argv)
+    if args.teacher and not 0 < args.distill <= 1:
+        ap.error("--distill must be in (0, 1] with --teacher")
     torch.set_num_threads(args.threads)
     if args.pairs is not None and args.pairs.exists():
         pairs = reader_data.read_pairs(args.pairs)
@@ -516,6 +579,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.span_weight > 0
         else {}
     )
+    soft = teacher_logits(fit, args.teacher, args.teacher_cache) if args.teacher else None
     model = train(
         fit,
         dev,
@@ -528,6 +592,8 @@ def main(argv: list[str] | None = None) -> int:
         answers=answers,
         base=args.base,
         keep_layers=args.keep_layers,
+        soft=soft,
+        distill=args.distill if args.teacher else 0.0,
     )
     final = evaluate(model, dev)
     print(json.dumps({"dev": final}), file=sys.stderr)
@@ -545,6 +611,8 @@ def main(argv: list[str] | None = None) -> int:
         "keep_layers": args.keep_layers,
         "pair_weight": args.pair_weight,
         "span_weight": args.span_weight,
+        "teachers": [str(t) for t in args.teacher],
+        "distill": args.distill if args.teacher else 0.0,
         "dev": final,
     }
     args.out.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
