@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -24,3 +26,51 @@ def test_keep_layers_keeps_the_bottom_layers_of_the_base() -> None:
 def test_keep_layers_outside_the_base_is_refused(keep: int) -> None:
     with pytest.raises(ValueError, match="keep_layers"):
         from_base(keep_layers=keep)
+
+
+def _pairs() -> list:
+    from evals.reader_data import Pair
+
+    refund = "how long is the refund window for orders?"
+    return [
+        Pair(1, refund, "Orders can be refunded within 30 days.", "answers"),
+        Pair(1, refund, "Gift cards cannot be refunded.", "near_miss"),
+        Pair(2, "who founded the company?", "The office is in Lisbon.", "off_topic"),
+    ]
+
+
+def test_teacher_logits_are_the_teachers_mean_logit_and_are_cached(tmp_path, monkeypatch) -> None:
+    import math
+
+    from evals import reader_train
+    from gate_svc.reader import MODEL_PATH, EvidenceReader
+
+    pairs = _pairs()
+    cache = tmp_path / "teacher.jsonl"
+    got = reader_train.teacher_logits(pairs, [MODEL_PATH, MODEL_PATH], cache)
+    reader = EvidenceReader(MODEL_PATH)
+    for p in pairs:
+        prob = reader.score(p.question, [p.evidence])[0]
+        assert got[(p.question, p.evidence)] == pytest.approx(math.log(prob / (1 - prob)), abs=1e-6)
+    assert len(got) == 3
+
+    def no_reading(*_: object, **__: object) -> None:
+        raise AssertionError("a cached pair was read again")
+
+    monkeypatch.setattr("gate_svc.reader.EvidenceReader", no_reading)
+    assert reader_train.teacher_logits(pairs, [MODEL_PATH, MODEL_PATH], cache) == got
+    # Another set of teachers does not reuse these logits.
+    with pytest.raises(AssertionError, match="read again"):
+        reader_train.teacher_logits(pairs, [MODEL_PATH], cache)
+
+
+def test_targets_mix_the_label_with_the_teacher() -> None:
+    from evals.reader_train import _targets
+
+    pairs = _pairs()
+    soft = {(p.question, p.evidence): z for p, z in zip(pairs, (0.0, 2.0, -50.0), strict=True)}
+    assert _targets(pairs, None, 0.5).tolist() == [1.0, 0.0, 0.0]
+    assert _targets(pairs, soft, 0.0).tolist() == [1.0, 0.0, 0.0]
+    mixed = _targets(pairs, soft, 0.5).tolist()
+    sig2 = 1 / (1 + math.exp(-2.0))
+    assert mixed == pytest.approx([0.75, 0.5 * sig2, 0.0], abs=1e-6)
