@@ -21,6 +21,10 @@ runs. Reader v4 (36 minutes on 2 cores):
 v4's Disfl-QA pairs (2,408) came from the builder before it retrieved over the fit paragraphs
 alone; today's builder writes 2,478 other pairs, so this recipe now trains "v4c"
 (docs/evaluation.md, the reader section).
+
+``--teacher FILE`` (repeatable) distils: each pair's target becomes ``(1 - d) * label + d *
+teacher probability`` (``--distill d``, default 0.5; the teachers' mean logit), so a small
+reader can learn what a deeper one reads without paying for its depth at every read.
 """
 
 from __future__ import annotations
