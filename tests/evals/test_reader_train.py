@@ -74,3 +74,23 @@ def test_targets_mix_the_label_with_the_teacher() -> None:
     mixed = _targets(pairs, soft, 0.5).tolist()
     sig2 = 1 / (1 + math.exp(-2.0))
     assert mixed == pytest.approx([0.75, 0.5 * sig2, 0.0], abs=1e-6)
+
+
+def test_several_teachers_average_their_logits_not_their_probabilities(monkeypatch) -> None:
+    from pathlib import Path
+
+    from evals import reader_train
+
+    said = {"a.onnx": 0.5, "b.onnx": 0.9}
+
+    class Teacher:
+        def __init__(self, path: Path, threads: int = 1) -> None:
+            self.p = said[path.name]
+
+        def score(self, question: str, texts: list[str]) -> list[float]:
+            return [self.p for _ in texts]
+
+    monkeypatch.setattr("gate_svc.reader.EvidenceReader", Teacher)
+    got = reader_train.teacher_logits(_pairs()[:1], [Path("a.onnx"), Path("b.onnx")])
+    # (logit 0.5 + logit 0.9) / 2 = ln(9) / 2; the mean probability 0.7 would give ln(7/3).
+    assert list(got.values()) == pytest.approx([math.log(9) / 2])
