@@ -1,7 +1,7 @@
 """The offline extractive answerer: quotes the evidence sentences that best answer the query.
 
 Deterministic and model-free: sentences are scored by IDF-weighted overlap with the query's
-content terms, with a small preference for higher-ranked evidence.
+content terms, weighted by their evidence's rank.
 """
 
 from __future__ import annotations
@@ -16,6 +16,15 @@ from generator_svc.citations import CitationClaim, normalise
 from generator_svc.llm.base import Draft, GenerationInput
 
 CAVEAT = "This may be incomplete. "
+
+# Retrieval's order is the best clue to where the answer is: a sentence of the k-th evidence
+# chunk weighs 1 / (1 + RANK_DECAY * k). At 0.1 the top chunk's answer was often outscored by
+# word overlap further down; at 1.0 HaluEval's train answers held the reference in 72.8% of
+# cases instead of 66.7% (SQuADShifts new-wiki train 76.0 against 74.9%; 2026-11-25).
+RANK_DECAY = 1.0
+# A sentence holding the kind of fact asked for (a duration for "how long") outweighs one that
+# merely shares the question's words one rank higher: ANSWER_TYPE_BONUS > 1 + RANK_DECAY.
+ANSWER_TYPE_BONUS = 2.5
 CLARIFY = "Could you say a little more about what you are looking for?"
 
 
@@ -114,10 +123,8 @@ class ExtractiveBackend:
             overlap = sum(idf[t] for t in query & ts)
             if overlap <= 0 or _is_label(q.sentence):
                 continue
-            # A sentence holding the kind of fact asked for (a duration for "how long") wins ties
-            # against sentences that merely share the question's words.
-            bonus = 1.5 if wanted and has_answer_type(q.sentence, wanted) else 1.0
-            scored.append((bonus * overlap / (1 + 0.1 * q.evidence), position, q))
+            bonus = ANSWER_TYPE_BONUS if wanted and has_answer_type(q.sentence, wanted) else 1.0
+            scored.append((bonus * overlap / (1 + RANK_DECAY * q.evidence), position, q))
         scored.sort(key=lambda s: (-s[0], s[1]))
         chosen: list[Quote] = []
         seen: set[str] = set()

@@ -79,6 +79,16 @@ async def test_without_duration_question_the_higher_ranked_evidence_wins_ties() 
     assert [c.chunk_id for c in draft.citations] == ["a#p0c0"]
 
 
+async def test_the_top_chunk_outweighs_more_overlap_two_ranks_down() -> None:
+    # Retrieval ranked the garden chunk first; the third chunk shares one more of the question's
+    # words. At the old 0.1 decay per rank the third chunk's sentence led the answer.
+    top = EvidenceItem("a#p0c0", "Museum", "The museum garden is open all year.")
+    other = EvidenceItem("b#p0c0", "Parking", "Parking is free on weekdays.")
+    third = EvidenceItem("c#p0c0", "Cafe", "A museum garden cafe sells tea.")
+    _, draft = await run(gen("Tell me about the museum garden cafe.", top, other, third), 2)
+    assert [c.chunk_id for c in draft.citations] == ["a#p0c0", "c#p0c0"]
+
+
 async def test_uncertain_tier_starts_with_the_caveat() -> None:
     deltas, draft = await run(gen("How do I void a label?", VOIDING, tier="uncertain"))
     assert deltas[0] == CAVEAT
