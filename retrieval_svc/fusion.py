@@ -46,6 +46,9 @@ def collapse_by_parent(hits: Sequence[Hit]) -> list[RankedHit]:
     *document* chunk among ``hits`` stands in for it, because a question is never evidence.
     A parent reached only through questions keeps a question chunk: see ``needs_passage``.
     """
+    # Stores return equal scores (duplicate texts) in an order of their own that differs between
+    # builds of the same corpus; ranks feed RRF, so ties break on chunk id here.
+    hits = sorted(hits, key=lambda h: (-h.score, h.chunk.chunk_id))
     passage: dict[str, Chunk] = {}
     for hit in hits:
         if not hit.chunk.is_question:

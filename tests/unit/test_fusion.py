@@ -52,6 +52,20 @@ def test_collapse_keeps_best_chunk_per_parent_and_ranks_from_one() -> None:
     ]
 
 
+@pytest.mark.parametrize("swap", [False, True])
+def test_collapse_breaks_score_ties_on_chunk_id_whatever_the_store_order(swap: bool) -> None:
+    # Two copies of one text score the same; a store may return them either way round.
+    tied = [Hit(chunk("b#p0"), 0.8), Hit(chunk("a#p0"), 0.8)]
+    hits = [Hit(chunk("c#p0"), 0.9), *(tied[::-1] if swap else tied), Hit(chunk("d#p0"), 0.1)]
+    out = collapse_by_parent(hits)
+    assert [(h.chunk.parent_id, h.rank) for h in out] == [
+        ("c#p0", 1),
+        ("a#p0", 2),
+        ("b#p0", 3),
+        ("d#p0", 4),
+    ]
+
+
 def test_collapse_of_nothing_is_nothing() -> None:
     assert collapse_by_parent([]) == []
 

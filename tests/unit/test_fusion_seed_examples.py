@@ -14,8 +14,9 @@ def _hit(parent: str, chunk: str | None = None, score: float = 1.0) -> Hit:
 
 
 def test_seed000_worked_example_vector_abc_keyword_cad() -> None:
-    dense = collapse_by_parent([_hit("A"), _hit("B"), _hit("C")])
-    keyword = collapse_by_parent([_hit("C"), _hit("A"), _hit("D")])
+    # Each arm's scores fall with its order (ties would break on chunk id, not list order).
+    dense = collapse_by_parent([_hit("A", score=0.9), _hit("B", score=0.8), _hit("C", score=0.7)])
+    keyword = collapse_by_parent([_hit("C", score=9.0), _hit("A", score=8.0), _hit("D", score=7.0)])
     fused = rrf(dense, keyword, top_k=10)
     assert [c.chunk.parent_id for c in fused] == ["A", "C", "B", "D"]
     scores = [round(c.fused_score, 6) for c in fused]
