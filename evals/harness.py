@@ -31,6 +31,7 @@ from gate_svc.reader_view import ReaderView, reader_texts
 from gate_svc.signals import CandidateView, compute_signals
 from generator_svc.llm.base import EvidenceItem, LLMBackend
 from retrieval_svc.embed.factory import open_embedders
+from retrieval_svc.fusion import best_first
 from retrieval_svc.ingest import SourceDocument
 from retrieval_svc.knowledge_base import KnowledgeBase, RetrievalResult, RetrieveParams
 from retrieval_svc.stores.edge import EdgeDenseStore
@@ -124,7 +125,7 @@ def _views(result: RetrievalResult) -> list[CandidateView]:
 def _ranked_documents(result: RetrievalResult, arm: str) -> list[str]:
     hits = next(a.hits for a in result.arms if a.arm == arm)
     seen: dict[str, None] = {}
-    for h in hits:
+    for h in best_first(hits):
         seen.setdefault(h.chunk.document_id, None)
     return list(seen)
 

@@ -38,6 +38,15 @@ class FusedCandidate:
         return self.dense is not None and self.keyword is not None
 
 
+def best_first(hits: Sequence[Hit]) -> list[Hit]:
+    """One arm's hits by score, equal scores by chunk id.
+
+    Stores return equal scores (duplicate texts) in an order of their own that differs between
+    builds of the same corpus; ranks feed RRF, so the order must not depend on it.
+    """
+    return sorted(hits, key=lambda h: (-h.score, h.chunk.chunk_id))
+
+
 def collapse_by_parent(hits: Sequence[Hit]) -> list[RankedHit]:
     """Keep each parent's best chunk, so paraphrases of one source vote once per arm.
 
@@ -46,9 +55,7 @@ def collapse_by_parent(hits: Sequence[Hit]) -> list[RankedHit]:
     *document* chunk among ``hits`` stands in for it, because a question is never evidence.
     A parent reached only through questions keeps a question chunk: see ``needs_passage``.
     """
-    # Stores return equal scores (duplicate texts) in an order of their own that differs between
-    # builds of the same corpus; ranks feed RRF, so ties break on chunk id here.
-    hits = sorted(hits, key=lambda h: (-h.score, h.chunk.chunk_id))
+    hits = best_first(hits)
     passage: dict[str, Chunk] = {}
     for hit in hits:
         if not hit.chunk.is_question:
