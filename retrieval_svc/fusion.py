@@ -50,7 +50,7 @@ def best_first(hits: Sequence[Hit]) -> list[Hit]:
 def collapse_by_parent(hits: Sequence[Hit]) -> list[RankedHit]:
     """Keep each parent's best chunk, so paraphrases of one source vote once per arm.
 
-    ``hits`` must be best-first, as every store returns them. A parent ranks (and scores)
+    ``hits`` are one arm's, ordered here by :func:`best_first`. A parent ranks (and scores)
     where its best hit does; when that hit is a hypothetical question, the parent's best
     *document* chunk among ``hits`` stands in for it, because a question is never evidence.
     A parent reached only through questions keeps a question chunk: see ``needs_passage``.

@@ -16,6 +16,7 @@ from generator_svc.citations import CitationClaim, normalise
 from generator_svc.llm.base import Draft, GenerationInput
 
 CAVEAT = "This may be incomplete. "
+CLARIFY = "Could you say a little more about what you are looking for?"
 
 # Retrieval's order is the best clue to where the answer is: a sentence of the k-th evidence
 # chunk weighs 1 / (1 + RANK_DECAY * k). At 0.1 the top chunk's answer was often outscored by
@@ -25,7 +26,6 @@ RANK_DECAY = 1.0
 # A sentence holding the kind of fact asked for (a duration for "how long") outweighs one that
 # merely shares the question's words one rank higher: ANSWER_TYPE_BONUS > 1 + RANK_DECAY.
 ANSWER_TYPE_BONUS = 2.5
-CLARIFY = "Could you say a little more about what you are looking for?"
 
 
 def _is_label(sentence: str) -> bool:
