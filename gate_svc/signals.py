@@ -120,11 +120,17 @@ def _sentence_terms(weight: dict[str, float], evidence: Sequence[str]) -> Senten
     ]
 
 
+def _held_weight(weight: dict[str, float], terms: set[str]) -> float:
+    # Summed in the query's term order: a set's order follows the process's hash seed, and a
+    # float sum's last bits follow its order, so the same question's signals differed by run.
+    return sum(w for t, w in weight.items() if t in terms)
+
+
 def _best_sentence(weight: dict[str, float], matched: SentenceTerms) -> tuple[float, str]:
     total = sum(weight.values())
     best, best_sentence = 0.0, ""
     for _, s, terms in matched:
-        score = sum(w for t, w in weight.items() if t in terms) / total
+        score = _held_weight(weight, terms) / total
         if score > best:
             best, best_sentence = score, s
     return best, best_sentence
@@ -132,14 +138,14 @@ def _best_sentence(weight: dict[str, float], matched: SentenceTerms) -> tuple[fl
 
 def _best_pair(weight: dict[str, float], matched: SentenceTerms) -> float:
     scored = sorted(
-        ((sum(weight[t] for t in terms), terms) for _, _, terms in matched),
+        ((_held_weight(weight, terms), terms) for _, _, terms in matched),
         key=lambda st: st[0],
         reverse=True,
     )
     held: set[str] = set()
     for _, terms in scored[:2]:
         held |= terms
-    return sum(weight[t] for t in held) / sum(weight.values())
+    return _held_weight(weight, held) / sum(weight.values())
 
 
 def best_sentence_alignment(query: str, evidence: Sequence[str]) -> tuple[float, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 
@@ -202,6 +203,31 @@ def test_pair_coverage_needs_both_hops_of_a_two_hop_question() -> None:
     assert pair_coverage("the of and", both_hops) == 0.0
     signals = compute_signals([cand(1, 0.7, 0.03, text=" ".join(both_hops))], q).values
     assert signals["pair_coverage"] == pytest.approx(full)
+
+
+def test_sentence_signals_do_not_depend_on_the_processs_hash_seed() -> None:
+    # Set iteration order follows PYTHONHASHSEED; summing weights in it moved pair_coverage's
+    # last bits between processes, so one question's signals differed run to run.
+    import subprocess
+    import sys
+
+    code = (
+        "from gate_svc.signals import pair_coverage, best_sentence_alignment\n"
+        "q = 'American politician Joe Heck ran unsuccessfully against Democrat Catherine "
+        "Cortez Masto, a woman who previously served as the 32nd Attorney General of where?'\n"
+        "print(repr(pair_coverage(q, [q])), repr(best_sentence_alignment(q, [q])[0]))\n"
+    )
+    seen = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in range(12)
+    }
+    assert len(seen) == 1, seen
 
 
 def test_top_candidate_coverage_ignores_terms_lent_by_other_candidates() -> None:
