@@ -266,11 +266,12 @@ def teacher_logits(
 
     Read with the gate's own session, one pair per run, so a teacher says here what it would
     say in the gate. ``cache`` (JSONL) keeps them for the next seed: scoring 20k pairs with a
-    12-layer teacher takes minutes.
+    12-layer teacher takes minutes. Its rows are keyed by the teachers' model digests, so a
+    file retrained in place is read again.
     """
-    from gate_svc.reader import EvidenceReader
+    from gate_svc.reader import EvidenceReader, model_digest
 
-    key = [str(t.resolve()) for t in teachers]
+    key = [model_digest(t) for t in teachers] if cache is not None else []
     out: dict[tuple[str, str], float] = {}
     if cache is not None and cache.exists():
         for line in cache.read_text(encoding="utf-8").splitlines():
@@ -584,6 +585,7 @@ def main(argv: list[str] | None = None) -> int:
         else {}
     )
     soft = teacher_logits(fit, args.teacher, args.teacher_cache) if args.teacher else None
+    distill = args.distill if args.teacher else 0.0
     model = train(
         fit,
         dev,
@@ -597,7 +599,7 @@ def main(argv: list[str] | None = None) -> int:
         base=args.base,
         keep_layers=args.keep_layers,
         soft=soft,
-        distill=args.distill if args.teacher else 0.0,
+        distill=distill,
     )
     final = evaluate(model, dev)
     print(json.dumps({"dev": final}), file=sys.stderr)
@@ -616,7 +618,7 @@ def main(argv: list[str] | None = None) -> int:
         "pair_weight": args.pair_weight,
         "span_weight": args.span_weight,
         "teachers": [str(t) for t in args.teacher],
-        "distill": args.distill if args.teacher else 0.0,
+        "distill": distill,
         "dev": final,
     }
     args.out.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
