@@ -132,14 +132,18 @@ def auroc_by_kind(scores: Sequence[float], kinds: Sequence[str]) -> dict[str, fl
     _same_length(scores=s, kinds=kinds)
     positive = [k == "answerable" for k in kinds]
     out: dict[str, float | None] = {"all": auroc(s.tolist(), positive)}
-    present = {k for k in kinds if k != "answerable"}
-    ordered = [k for k in NEGATIVE_KIND_ORDER if k in present] + sorted(
-        present - set(NEGATIVE_KIND_ORDER)
-    )
-    for kind in ordered:
+    for kind in _negative_kinds(kinds):
         idx = [i for i, k in enumerate(kinds) if k in ("answerable", kind)]
         out[kind] = auroc(s[idx].tolist(), [positive[i] for i in idx])
     return out
+
+
+def _negative_kinds(kinds: Sequence[str]) -> list[str]:
+    """The negative kinds present: known kinds first, then others sorted."""
+    present = {k for k in kinds if k != "answerable"}
+    return [k for k in NEGATIVE_KIND_ORDER if k in present] + sorted(
+        present - set(NEGATIVE_KIND_ORDER)
+    )
 
 
 @dataclass(frozen=True)
@@ -217,6 +221,25 @@ def frr_at_far(
         if p.far <= target_far + 1e-12 and (best is None or p.frr < best.frr):
             best = p
     return best
+
+
+def frr_at_far_by_kind(
+    scores: Sequence[float], kinds: Sequence[str], target_far: float
+) -> dict[str, float | None]:
+    """:func:`frr_at_far`'s FRR with the answerable questions against each kind of negative
+    alone (keys as :func:`auroc_by_kind`'s, without ``all``).
+
+    Each kind gets its own threshold: how well the confidence could serve a knowledge base
+    whose unanswerable questions were all of that kind, not the error rates of one threshold.
+    """
+    s = _scores(scores)
+    _same_length(scores=s, kinds=kinds)
+    out: dict[str, float | None] = {}
+    for kind in _negative_kinds(kinds):
+        idx = [i for i, k in enumerate(kinds) if k in ("answerable", kind)]
+        point = frr_at_far(s[idx].tolist(), [kinds[i] == "answerable" for i in idx], target_far)
+        out[kind] = point.frr if point else None
+    return out
 
 
 def apply_threshold(scores: Sequence[float], threshold: float) -> list[bool]:

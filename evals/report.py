@@ -105,6 +105,10 @@ def summarize(
         scores = [float(d["confidence"]) for d in decisions]
         free = threshold_free(scores, answerable, kinds)
         entry: dict[str, Any] = {k: free[k] for k in INTERVAL_KEYS if k != "ece"}
+        entry["frr_at_far_by_kind"] = {
+            str(int(target * 100)): metrics.frr_at_far_by_kind(scores, kinds, target)
+            for target in (0.05, 0.01)
+        }
         if "outcome" in decisions[0]:
             passed = [d["outcome"] == "pass" for d in decisions]
             admitted = metrics.gold_in_evidence([d["evidence"] for d in decisions], gold)
@@ -257,6 +261,27 @@ def markdown(
         ]
         for name, ci in with_ci.items():
             cells = [_interval(ci[k], k.startswith("frr")) for k in INTERVAL_KEYS]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append("")
+    first: dict[str, Any] = next(iter(summary["policies"].values()), {})
+    negatives = list(first.get("frr_at_far_by_kind", {}).get("5", {}))
+    if len(negatives) > 1:
+        lines += [
+            "FRR at FAR with each kind of negative alone (its own threshold per kind: what the "
+            "confidence could do for a knowledge base whose unanswerable questions were all of "
+            "that kind):",
+            "",
+            "| policy | "
+            + " | ".join(
+                f"{k.replace('_', '-')} FRR @ FAR≤5% | {k.replace('_', '-')} FRR @ FAR≤1%"
+                for k in negatives
+            )
+            + " |",
+            "|---|" + "---|---|" * len(negatives),
+        ]
+        for name, p in summary["policies"].items():
+            alone = p["frr_at_far_by_kind"]
+            cells = [_fmt(alone[t].get(k)) for k in negatives for t in ("5", "1")]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
         lines.append("")
     lines += [

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evals import calibrate, harness, report
+from evals import calibrate, harness, metrics, report
 from evals.datasets.halueval import BuildOptions, prepare
 from gate_svc.policy import decide, parse_policy
 from gate_svc.signals import CandidateView
@@ -137,7 +137,7 @@ def test_seed001_refit_learns_positive_weights_and_joins_the_report(tmp_path: Pa
                 "id": f"q{i}",
                 "question": "q",
                 "answerable": answerable,
-                "kind": "answerable" if answerable else "topic_absent",
+                "kind": "answerable" if answerable else ("topic_absent", "near_miss")[i // 2 % 2],
                 "split": "train" if i < 100 else "test",
                 "gold_ids": ["d"] if answerable else [],
                 "signals": {"top_rrf": rrf, "top_in_both": both},
@@ -178,6 +178,18 @@ def test_seed001_refit_learns_positive_weights_and_joins_the_report(tmp_path: Pa
     lo, hi = ci["auroc"]
     assert 0.0 <= lo <= summary["policies"]["seed001"]["auroc"] <= hi <= 1.0
     assert "95% bootstrap intervals (200 resamples" in md.read_text()
+    # Each kind of negative alone, with its own threshold, as the metric computes it.
+    test = [r for r in rows if r["split"] == "test"]
+    harness.rescore(test, parse_policy(config.read_text()), "seed001")
+    refit = [float(r["policies"]["seed001"]["confidence"]) for r in test]
+    kinds = [str(r["kind"]) for r in test]
+    alone = summary["policies"]["seed001"]["frr_at_far_by_kind"]
+    assert alone == {
+        "5": metrics.frr_at_far_by_kind(refit, kinds, 0.05),
+        "1": metrics.frr_at_far_by_kind(refit, kinds, 0.01),
+    }
+    assert set(alone["5"]) == {"topic_absent", "near_miss"}
+    assert "| topic-absent FRR @ FAR≤5% | topic-absent FRR @ FAR≤1% | near-miss" in md.read_text()
     with pytest.raises(SystemExit):
         report.main([str(path), "--bootstrap", "-1"])
 

@@ -97,6 +97,32 @@ def test_frr_at_far() -> None:
         m.frr_at_far(SCORES, LABELS, 1.5)
 
 
+def test_frr_at_far_by_kind() -> None:
+    scores = [0.9, 0.6, 0.1, 0.2, 0.7, 0.5, 0.95]
+    kinds = [
+        "answerable",
+        "answerable",
+        "topic_absent",
+        "topic_absent",
+        "near_miss",
+        "near_miss",
+        "near_miss",
+    ]
+    # Topic absent alone: 0.6 passes both answerable and neither negative. Near miss alone at
+    # FAR <= 1/3: 0.95 must pass, so the best is threshold 0.9 (FAR 1/3, FRR 1/2).
+    assert m.frr_at_far_by_kind(scores, kinds, 0.0) == {"topic_absent": 0.0, "near_miss": 1.0}
+    assert m.frr_at_far_by_kind(scores, kinds, 0.34) == {"topic_absent": 0.0, "near_miss": 0.5}
+    # Pooled, one threshold at FAR 0 must stay above the near miss at 0.95: nothing passes,
+    # though against absent topics alone everything answerable could.
+    pooled = m.frr_at_far(scores, [k == "answerable" for k in kinds], 0.0)
+    assert pooled is not None and pooled.frr == 1.0
+    assert m.frr_at_far_by_kind([0.1], ["topic_absent"], 0.05) == {"topic_absent": None}
+    assert list(m.frr_at_far_by_kind([1, 0, 0], ["answerable", "zzz", "near_miss"], 0.1)) == [
+        "near_miss",
+        "zzz",
+    ]
+
+
 def test_apply_threshold() -> None:
     assert m.apply_threshold(SCORES, 0.8) == [T, T, T, F]
     assert m.apply_threshold(SCORES, math.inf) == [F, F, F, F]
