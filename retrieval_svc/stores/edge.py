@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,6 +32,8 @@ from retrieval_svc.stores.base import Chunk, Hit, StoredChunk
 
 # Keyword values, not booleans: Edge 0.9 does not match MatchValue(True) on bool payloads.
 PUBLISHED, STAGED = "published", "staged"
+#: How long writes must pause before a search counts whether its filter keeps every point.
+QUIET_SECONDS = 1.0
 INDEXED_FIELDS = ("tenant", "document_id", "generation", "visibility")
 _NAMESPACE = uuid.UUID("5b0c3f0e-4f7e-4a59-9a43-3f3c2a1b7d10")
 
@@ -54,6 +57,10 @@ class EdgeDenseStore:
         )
         # The shard is not documented as thread-safe; arms run in worker threads.
         self._lock = threading.Lock()
+        # Whether a search filter keeps every point, as of a write count (_matches_every_point).
+        self._writes = 0
+        self._last_write = float("-inf")
+        self._matches_all: dict[tuple[str, bool], tuple[int, bool]] = {}
         # Without payload indexes every tenant filter, publish and delete scans all points,
         # which makes ingest quadratic in the collection size.
         info = self._shard.info()
@@ -76,6 +83,7 @@ class EdgeDenseStore:
         # condition only lets staged points be overwritten (new ids are always inserted).
         not_published = Filter(must_not=[_eq("visibility", PUBLISHED)])
         with self._lock:
+            self._wrote()
             self._shard.update(UpdateOperation.upsert_points(points, condition=not_published))
 
     def publish(self, tenant: str, document_id: str, generation: str) -> None:
@@ -83,6 +91,7 @@ class EdgeDenseStore:
 
     def publish_many(self, documents: Sequence[tuple[str, str, str]]) -> None:
         with self._lock:
+            self._wrote()
             for tenant, document_id, generation in documents:
                 doc = [_eq("tenant", tenant), _eq("document_id", document_id)]
                 self._shard.update(
@@ -101,6 +110,7 @@ class EdgeDenseStore:
     def delete(self, tenant: str, document_id: str) -> int:
         flt = Filter(must=[_eq("tenant", tenant), _eq("document_id", document_id)])
         with self._lock:
+            self._wrote()
             n = int(self._shard.count(CountRequest(filter=flt, exact=True)))
             self._shard.update(UpdateOperation.delete_points_by_filter(flt))
             self._shard.flush()
@@ -112,15 +122,43 @@ class EdgeDenseStore:
         must = [_eq("tenant", tenant)]
         if not include_unpublished:
             must.append(_eq("visibility", PUBLISHED))
-        request = QueryRequest(
-            limit=limit,
-            query=Query.Nearest([float(x) for x in vector]),
-            filter=Filter(must=must),
-            with_payload=True,
-        )
+        nearest = Query.Nearest([float(x) for x in vector])
         with self._lock:
+            flt = None if self._matches_every_point(tenant, include_unpublished, must) else must
+            request = QueryRequest(
+                limit=limit,
+                query=nearest,
+                filter=Filter(must=flt) if flt else None,
+                with_payload=True,
+            )
             points = self._shard.query(request)
         return [Hit(_chunk(p.payload or {}), float(p.score)) for p in points]
+
+    def _matches_every_point(self, tenant: str, include_unpublished: bool, must: list[Any]) -> bool:
+        """Whether the search filter would keep every point (one tenant, all published).
+
+        A filtered HNSW search checks the filter at every node it visits: at 100k points
+        that more than doubles a search (1.1 -> 2.8 ms), even when the filter keeps
+        everything, as it does for a single-tenant knowledge base at rest. Then the search
+        runs unfiltered, with the same result. The answer is counted (two exact counts, ~13 ms
+        at 100k) once writes have paused for :data:`QUIET_SECONDS`, and holds until the next
+        write; until then searches filter. Call under the lock.
+        """
+        key = (tenant, include_unpublished)
+        known = self._matches_all.get(key)
+        if known is not None and known[0] == self._writes:
+            return known[1]
+        if time.monotonic() - self._last_write < QUIET_SECONDS:
+            return False  # mid-ingest: filter rather than count after every batch
+        total = int(self._shard.count(CountRequest(exact=True)))
+        kept = int(self._shard.count(CountRequest(filter=Filter(must=must), exact=True)))
+        self._matches_all[key] = (self._writes, total > 0 and kept == total)
+        return self._matches_all[key][1]
+
+    def _wrote(self) -> None:
+        """Every write calls this under the lock: it voids what _matches_every_point knew."""
+        self._writes += 1
+        self._last_write = time.monotonic()
 
     def build_index_if_needed(self, min_unindexed: int) -> bool:
         """Build HNSW for unindexed vectors if there are at least ``min_unindexed`` of them.

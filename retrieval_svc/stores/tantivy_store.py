@@ -16,6 +16,18 @@ _QUERY_SYNTAX = re.compile(r"[^\w\s]", re.UNICODE)
 _OPERATORS = re.compile(r"\b(AND|OR|NOT|IN|TO)\b")
 
 
+def _sole_tenant(searcher: tantivy.Searcher, tenant: str) -> bool:
+    """Whether every document in the searcher's snapshot belongs to ``tenant``.
+
+    The tenant filter turns the text query into a conjunction, which tantivy scores document
+    by document instead of skipping blocks that cannot reach the top hits: at 100k chunks it
+    costs 1.1 of a search's 2.6 ms, for nothing when one tenant owns the index. The term
+    dictionary keeps a deleted document's terms until its segment merges, so a tenant that
+    has left only ever makes this answer no (and the filter stays), never a wrong yes.
+    """
+    return [term for term, _ in searcher.terms_with_prefix("tenant", "", limit=2)] == [tenant]
+
+
 def _schema() -> tantivy.Schema:
     b = tantivy.SchemaBuilder()
     for raw in ("tenant", "chunk_id", "parent_id", "document_id", "uri", "generation"):
@@ -102,16 +114,17 @@ class TantivyKeywordStore:
         cleaned = _OPERATORS.sub(" ", _QUERY_SYNTAX.sub(" ", query)).strip()
         if not cleaned or limit <= 0:
             return []
-        text_query = self._index.parse_query(cleaned, ["title", "text"])
-        tenant_filter = tantivy.Query.const_score_query(
-            tantivy.Query.term_query(self._schema, "tenant", tenant), 0.0
-        )
-        combined = tantivy.Query.boolean_query(
-            [(tantivy.Occur.Must, text_query), (tantivy.Occur.Must, tenant_filter)]
-        )
+        matched = self._index.parse_query(cleaned, ["title", "text"])
         searcher = self._index.searcher()
+        if not _sole_tenant(searcher, tenant):
+            tenant_filter = tantivy.Query.const_score_query(
+                tantivy.Query.term_query(self._schema, "tenant", tenant), 0.0
+            )
+            matched = tantivy.Query.boolean_query(
+                [(tantivy.Occur.Must, matched), (tantivy.Occur.Must, tenant_filter)]
+            )
         hits: list[Hit] = []
-        for score, address in searcher.search(combined, limit).hits:
+        for score, address in searcher.search(matched, limit).hits:
             hits.append(Hit(_chunk(searcher.doc(address)), float(score)))
         return hits
 
