@@ -7,6 +7,7 @@
     candor eval prepare squadshifts DOMAIN [--out DIR] [--seed N] [--limit N] [--test-fraction F]
                                     [--absent-fraction F] [--source SDIST_OR_JSON] [--cache-dir D]
     candor eval prepare helpcentre [--out DIR]
+    candor eval prepare split DATASET --out DIR [--seed N] [--test-fraction F] [--resplit]
 
 Also runnable as ``python -m evals.datasets halueval ...``.
 """
@@ -17,7 +18,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from evals.datasets import disflqa, halueval, helpcentre, squadshifts
+from evals.datasets import disflqa, halueval, helpcentre, split, squadshifts
 
 # name -> (add its options to a parser, run it with the parsed arguments, one-line help)
 BUILDERS: dict[
@@ -39,6 +40,12 @@ BUILDERS: dict[
         helpcentre.add_arguments,
         helpcentre.run,
         "the bundled sample help centre (out-of-domain check)",
+    ),
+    "split": (
+        split.add_arguments,
+        split.run,
+        "a seeded train/test split of a dataset of your own (questions sharing a gold passage "
+        "stay together)",
     ),
 }
 
