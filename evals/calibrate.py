@@ -359,7 +359,10 @@ def main(argv: list[str] | None = None) -> int:
     for path in args.results:
         train = [r for r in read_rows(path) if r.get("split") == "train"]
         if not train:
-            raise SystemExit(f"{path}: no train-split rows: calibrate never fits on test questions")
+            raise SystemExit(
+                f"{path}: no train-split rows: calibrate never fits on test questions "
+                "(an unsplit dataset gets a split from `candor eval prepare split`)"
+            )
         skipped = sum(1 for r in train if r["signals"].get("reader_skipped"))
         if skipped:
             # Rows from a deployed gate that did not read (a certain reading would still refuse)
