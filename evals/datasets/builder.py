@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,29 @@ def first_further_below(first: int, second: int, size: int, share: float) -> boo
     group by group."""
     total = first + second + size
     return share * total - first > (1 - share) * total - second
+
+
+def linked_groups(keys: Sequence[Iterable[Hashable]]) -> list[list[int]]:
+    """The items (by index) grouped so that any two sharing a key, directly or through others,
+    are in one group: each group ascending, the groups in order of their first item."""
+    parent = list(range(len(keys)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    owner: dict[Hashable, int] = {}
+    for i, item_keys in enumerate(keys):
+        for key in item_keys:
+            a, b = root(i), root(owner.setdefault(key, i))
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    members: dict[int, list[int]] = {}
+    for i in range(len(keys)):
+        members.setdefault(root(i), []).append(i)
+    return list(members.values())
 
 
 def write_built(

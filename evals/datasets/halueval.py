@@ -57,7 +57,7 @@ from typing import Any
 from candor.file_digest import sha256_file
 from candor.text import content_terms
 from evals.datasets import builder
-from evals.datasets.builder import write_built
+from evals.datasets.builder import linked_groups, write_built
 from evals.datasets.format import (
     Kind,
     Passage,
@@ -431,30 +431,13 @@ def _parse_qa(source: SourceFile) -> list[_Record]:
 
 
 def _group(records: list[_Record], min_words: int) -> list[_Group]:
-    parent = list(range(len(records)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    owner: dict[tuple[str, str], int] = {}
-    for i, r in enumerate(records):
-        keys = {("p", r.passage_key)}
+    keys = []
+    for r in records:
         sentences = split_sentences(r.original)
-        keys |= {("s", _norm(s)) for s in sentences if len(s.split()) >= min_words}
-        for k in sorted(keys):
-            j = owner.setdefault(k, i)
-            a, b = find(i), find(j)
-            if a != b:
-                parent[max(a, b)] = min(a, b)
-    by_root: dict[int, list[int]] = {}
-    for i in range(len(records)):
-        by_root.setdefault(find(i), []).append(i)
+        shared = {("s", _norm(s)) for s in sentences if len(s.split()) >= min_words}
+        keys.append({("p", r.passage_key)} | shared)
     groups = []
-    for members in by_root.values():
-        members.sort()
+    for members in linked_groups(keys):
         passages = list(dict.fromkeys(records[i].original for i in members))
         key = f"g{records[members[0]].line:05d}"
         groups.append(_Group(key=key, members=members, passages=passages))

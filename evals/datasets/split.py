@@ -26,33 +26,18 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from evals.datasets.builder import first_further_below, write_built
+from evals.datasets.builder import first_further_below, linked_groups, write_built
 from evals.datasets.format import KINDS, Question, Split, load_dataset
 
 
 def _groups(questions: Sequence[Question]) -> list[list[int]]:
     """Indices of the questions, grouped by shared gold passages or identical wording."""
-    parent = list(range(len(questions)))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    first_seen: dict[str, int] = {}
-    for i, q in enumerate(questions):
-        keys = [f"gold\x00{g}" for g in q.gold_ids]
-        keys.append("text\x00" + " ".join(q.question.lower().split()))
-        for key in keys:
-            if key in first_seen:
-                parent[root(i)] = root(first_seen[key])
-            else:
-                first_seen[key] = i
-    members: dict[int, list[int]] = {}
-    for i in range(len(questions)):
-        members.setdefault(root(i), []).append(i)
-    return list(members.values())
+    return linked_groups(
+        [
+            [*(("gold", g) for g in q.gold_ids), ("text", " ".join(q.question.lower().split()))]
+            for q in questions
+        ]
+    )
 
 
 def assign_splits(questions: Sequence[Question], test_fraction: float, seed: int) -> list[Question]:
