@@ -132,18 +132,21 @@ def auroc_by_kind(scores: Sequence[float], kinds: Sequence[str]) -> dict[str, fl
     _same_length(scores=s, kinds=kinds)
     positive = [k == "answerable" for k in kinds]
     out: dict[str, float | None] = {"all": auroc(s.tolist(), positive)}
-    for kind in _negative_kinds(kinds):
-        idx = [i for i, k in enumerate(kinds) if k in ("answerable", kind)]
+    for kind, idx in _each_negative_kind(kinds):
         out[kind] = auroc(s[idx].tolist(), [positive[i] for i in idx])
     return out
 
 
-def _negative_kinds(kinds: Sequence[str]) -> list[str]:
-    """The negative kinds present: known kinds first, then others sorted."""
+def _each_negative_kind(kinds: Sequence[str]) -> list[tuple[str, list[int]]]:
+    """Each negative kind present (known kinds first, then others sorted), with the indices of
+    the answerable questions and that kind's."""
     present = {k for k in kinds if k != "answerable"}
-    return [k for k in NEGATIVE_KIND_ORDER if k in present] + sorted(
+    ordered = [k for k in NEGATIVE_KIND_ORDER if k in present] + sorted(
         present - set(NEGATIVE_KIND_ORDER)
     )
+    return [
+        (kind, [i for i, k in enumerate(kinds) if k in ("answerable", kind)]) for kind in ordered
+    ]
 
 
 @dataclass(frozen=True)
@@ -235,8 +238,7 @@ def frr_at_far_by_kind(
     s = _scores(scores)
     _same_length(scores=s, kinds=kinds)
     out: dict[str, float | None] = {}
-    for kind in _negative_kinds(kinds):
-        idx = [i for i, k in enumerate(kinds) if k in ("answerable", kind)]
+    for kind, idx in _each_negative_kind(kinds):
         point = frr_at_far(s[idx].tolist(), [kinds[i] == "answerable" for i in idx], target_far)
         out[kind] = point.frr if point else None
     return out

@@ -39,6 +39,9 @@ def _policies(rows: Sequence[dict[str, Any]]) -> list[str]:
     return [n for n in ORDER if n in names] + sorted(names - set(ORDER))
 
 
+#: The false-acceptance rates every report gives FRR at, and their keys ("5", "1").
+FAR_TARGETS = {"5": 0.05, "1": 0.01}
+
 #: Threshold-free statistics, and the order the interval table shows them in.
 INTERVAL_KEYS = (
     "auroc",
@@ -60,9 +63,9 @@ def threshold_free(
         "auroc_topic_absent": by_kind.get("topic_absent"),
         "auroc_near_miss": by_kind.get("near_miss"),
     }
-    for target in (0.05, 0.01):
+    for key, target in FAR_TARGETS.items():
         point = metrics.frr_at_far(scores, answerable, target)
-        out[f"frr_at_far_{int(target * 100)}"] = point.frr if point else None
+        out[f"frr_at_far_{key}"] = point.frr if point else None
     out["ece"] = metrics.expected_calibration_error(scores, answerable)
     return out
 
@@ -106,8 +109,8 @@ def summarize(
         free = threshold_free(scores, answerable, kinds)
         entry: dict[str, Any] = {k: free[k] for k in INTERVAL_KEYS if k != "ece"}
         entry["frr_at_far_by_kind"] = {
-            str(int(target * 100)): metrics.frr_at_far_by_kind(scores, kinds, target)
-            for target in (0.05, 0.01)
+            key: metrics.frr_at_far_by_kind(scores, kinds, target)
+            for key, target in FAR_TARGETS.items()
         }
         if "outcome" in decisions[0]:
             passed = [d["outcome"] == "pass" for d in decisions]
@@ -281,7 +284,7 @@ def markdown(
         ]
         for name, p in summary["policies"].items():
             alone = p["frr_at_far_by_kind"]
-            cells = [_fmt(alone[t].get(k)) for k in negatives for t in ("5", "1")]
+            cells = [_fmt(alone[t].get(k)) for k in negatives for t in FAR_TARGETS]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
         lines.append("")
     lines += [

@@ -42,9 +42,15 @@ def _groups(questions: Sequence[Question]) -> list[list[int]]:
 
 def assign_splits(questions: Sequence[Question], test_fraction: float, seed: int) -> list[Question]:
     """The questions with a ``split`` each, in their original order (see the module doc)."""
+    return _deal(questions, _groups(questions), test_fraction, seed)
+
+
+def _deal(
+    questions: Sequence[Question], groups: list[list[int]], test_fraction: float, seed: int
+) -> list[Question]:
     if not 0.0 < test_fraction < 1.0:
         raise ValueError("test_fraction must be between 0 and 1")
-    groups = _groups(questions)
+    groups = list(groups)
     random.Random(seed).shuffle(groups)
     by_kind: dict[str, list[list[int]]] = {}
     for group in groups:
@@ -93,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
             f"{args.dataset}: {already} of {len(ds.questions)} questions already have a split; "
             "pass --resplit to draw new ones"
         )
-    questions = assign_splits(ds.questions, args.test_fraction, args.seed)
+    groups = _groups(ds.questions)
+    questions = _deal(ds.questions, groups, args.test_fraction, args.seed)
     counts = Counter(f"{q.split}:{q.kind}" for q in questions)
     manifest = {
         "name": f"{args.dataset.name} split",
@@ -101,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         "source_manifest": dict(ds.manifest or {}),
         "seed": args.seed,
         "test_fraction": args.test_fraction,
-        "groups": len(_groups(ds.questions)),
+        "groups": len(groups),
         "split_x_kind": dict(sorted(counts.items())),
     }
     write_built(args.out, ds.corpus, questions, manifest)

@@ -181,7 +181,10 @@ def test_dense_search_of_a_sole_published_tenant_runs_unfiltered(
         store.close()
 
 
-def test_dense_search_filters_while_writes_are_recent(tmp_path: Path) -> None:
+def test_dense_search_filters_while_writes_are_recent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(edge, "QUIET_SECONDS", 3600.0)  # however slow the machine
     store = EdgeDenseStore(tmp_path / "edge", DIM)
     try:
         filtered = _count_filtered_queries(store)
