@@ -215,8 +215,13 @@ class ReaderSettings:
     v1: 0.865, 0.862, 0.857 at 3) and costs one read."""
     threads: int = 1
     """ONNX Runtime threads for the reader; reads are serialised, one at a time."""
+    model: str = "v4"
+    """Which bundled reader (``gate_svc/models/reader-<model>.onnx``): ``v4``, or ``v5``, the
+    12-layer reader that reads near misses and other domains better at about twice the cost
+    per read. A policy names the reader it was fitted on (``calibrated.reader_model``), so
+    ``v5`` goes with ``gate_svc/policies/reader-v5-pooled.yaml`` (docs/operations.md)."""
     model_path: str = ""
-    """Another reader file of the same shape; empty means the packaged one."""
+    """Another reader file of the same shape, overriding ``model``; empty means bundled."""
     timeout_seconds: float = 0.5
     """Per decision, capped by the caller's deadline; on timeout ``reader_fallback`` is set."""
 

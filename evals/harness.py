@@ -25,8 +25,8 @@ from typing import Any
 from candor.settings import Settings
 from evals.answers import AnswerCheck, check
 from evals.datasets.format import Dataset, Question, load_dataset
-from gate_svc.policy import Decision, PolicyConfig, decide, parse_policy
-from gate_svc.reader import MODEL_PATH, EvidenceReader, shared_reader
+from gate_svc.policy import Decision, PolicyConfig, decide, parse_policy, reader_mismatch
+from gate_svc.reader import EvidenceReader, reader_file, shared_reader
 from gate_svc.reader_view import ReaderView, reader_texts
 from gate_svc.signals import CandidateView, compute_signals
 from generator_svc.llm.base import EvidenceItem, LLMBackend
@@ -88,11 +88,17 @@ def rescore(rows: Sequence[dict[str, Any]], config: PolicyConfig, name: str) -> 
     The candidates are rebuilt from the saved hybrid ranking (document ids only), which is all
     these policies read besides the signals; the decision comes from the policy code itself.
     """
+    from evals.calibrate import reader_model
     from gate_svc.policy import POLICIES
     from gate_svc.signals import Signals
 
     if config.policy not in RESCORABLE:
         raise SystemExit(f"{config.policy} needs per-chunk scores: use `candor eval run --policy`")
+    # Another reader's probabilities under this config's coefficients would report numbers no
+    # gate can produce: the gate refuses that pairing, so the report does too.
+    scored_by = reader_model(rows)
+    if scored_by and (why := reader_mismatch(config, scored_by, "these rows were scored by")):
+        raise SystemExit(f"{name} ({config.version}): {why}")
     for row in rows:
         candidates = [
             CandidateView(f"{doc}#0", f"{doc}#p", doc, "", "", 1, None, None, 0.0, i, False)
@@ -241,6 +247,7 @@ def run(
         config = parse_policy(p.read_text())
         policies[config.policy if config.policy not in policies else p.stem] = config
     settings = load_settings(env={**os.environ, "CANDOR_RETRIEVAL__EMBEDDER": embedder})
+    reader = _reader(settings, policies) if read else None
     docs_embedder, query_embedder = open_embedders(settings.retrieval)
     with tempfile.TemporaryDirectory() as tmp:
         kb = KnowledgeBase(
@@ -267,11 +274,6 @@ def run(
         if progress:
             print(f" ({time.perf_counter() - start:.0f} s)", file=sys.stderr)
         backend = _generator(settings) if answers else None
-        r = settings.gate.reader
-        reader = None
-        if r.enabled and read:
-            path = Path(r.model_path) if r.model_path else MODEL_PATH
-            reader = (shared_reader(path, r.threads), r.top_k)
         asyncio.run(
             _run(
                 questions,
@@ -286,6 +288,25 @@ def run(
         )
         kb.close()
     return out
+
+
+def _reader(
+    settings: Settings, policies: dict[str, PolicyConfig]
+) -> tuple[EvidenceReader, int] | None:
+    """The reader settings name and its ``top_k``, checked against every config before any
+    indexing: a config fitted on another reader stops the run (as it stops the gate)."""
+    r = settings.gate.reader
+    if not r.enabled:
+        return None
+    try:
+        path = reader_file(r.model, r.model_path)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from exc
+    model = shared_reader(path, r.threads)
+    for config in policies.values():
+        if why := reader_mismatch(config, model.digest, "this run reads with"):
+            raise SystemExit(f"{config.version}: {why}")
+    return model, r.top_k
 
 
 def _generator(settings: Settings) -> LLMBackend:

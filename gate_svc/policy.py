@@ -559,16 +559,18 @@ def uses_reader(config: PolicyConfig) -> bool:
     return config.policy == "calibrated" and weighs_reader(config.calibrated.coefficients)
 
 
-def reader_mismatch(config: PolicyConfig, digest: str | None) -> str | None:
+def reader_mismatch(
+    config: PolicyConfig, digest: str | None, where: str = "this gate runs"
+) -> str | None:
     """Why ``config`` cannot run beside the loaded reader (``digest``; ``None`` when the reader
     is disabled), or ``None``. A policy fitted on one reader's scores, weighed against another's,
-    is miscalibrated without any error to show for it."""
+    is miscalibrated without any error to show for it. ``where`` names who holds ``digest``."""
     for name, c in (("", config), *((f"tenants.{t}.", o) for t, o in config.tenants.items())):
         want = c.calibrated.reader_model
         if digest is None or not want or not uses_reader(c) or want == digest:
             continue
         return (
-            f"{name}calibrated.reader_model is {want} but this gate runs evidence reader "
+            f"{name}calibrated.reader_model is {want} but {where} evidence reader "
             f"{digest}: refit the policy with `candor calibrate` on rows this reader scored"
         )
     return None

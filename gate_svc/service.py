@@ -46,7 +46,7 @@ from gate_svc.policy import (
     uses_reader,
 )
 from gate_svc.policy_store import Loaded, PolicyStore
-from gate_svc.reader import EvidenceReader, shared_reader
+from gate_svc.reader import EvidenceReader, reader_file, shared_reader
 from gate_svc.reader_view import ReaderView, reader_texts
 from gate_svc.refusal import detect_language, localized_refusal, refusal_message
 from gate_svc.rerank import build_reranker
@@ -649,8 +649,6 @@ def _load_reader(settings: Settings) -> EvidenceReader | None:
     if not r.enabled:
         return None
     try:
-        if r.model_path:
-            return shared_reader(Path(r.model_path), r.threads)
-        return shared_reader(threads=r.threads)
+        return shared_reader(reader_file(r.model, r.model_path), r.threads)
     except Exception as exc:  # an unreadable model file is a configuration error at start-up
         raise SettingsError(f"gate.reader: cannot load the evidence reader: {exc}") from exc

@@ -77,3 +77,28 @@ def test_calibrate_says_when_no_read_floor_fits(
     assert calibrate.main([str(path), "--out", str(out), "--read-floor-cost", "0.01"]) == 0
     assert parse_policy(out.read_text()).calibrated.read_floor == 0.0
     assert "no read floor written" in capsys.readouterr().err
+
+
+def test_a_config_fitted_on_another_reader_is_not_scored_on_these_rows(tmp_path: Path) -> None:
+    # Two readers ship (gate.reader.model): v5's probabilities under v4's coefficients would
+    # report numbers no gate produces, so rescore refuses the pairing as the gate does.
+    rows = _rows(200, 3, 1.0)
+    for r in rows:
+        r["signals"]["reader"] = float(np.clip(r["signals"]["reader"] / 4 + 0.5, 0.0, 1.0))
+        r |= {"ranked": {"hybrid": [f"doc-{r['id']}"]}, "policies": {}, "reader_model": "aaaa"}
+    path = _write(tmp_path / "rows.jsonl", rows)
+    out = tmp_path / "fit.yaml"
+    assert calibrate.main([str(path), "--target-far", "0.2", "--out", str(out)]) == 0
+    fitted = parse_policy(out.read_text())
+    assert fitted.calibrated.reader_model == "aaaa"
+    rescore(rows, fitted, "same")
+    assert {r["policies"]["same"]["outcome"] for r in rows} == {"pass", "refuse"}
+    other = [dict(r, reader_model="bbbb", policies={}) for r in rows]
+    with pytest.raises(
+        SystemExit, match="reader_model is aaaa but these rows were scored by evidence reader bbbb"
+    ):
+        rescore(other, fitted, "other")
+    assert all(r["policies"] == {} for r in other)
+    # Rows from a deployment do not say which reader scored them: nothing to check against.
+    remote = [{k: v for k, v in r.items() if k != "reader_model"} | {"policies": {}} for r in rows]
+    rescore(remote, fitted, "remote")

@@ -118,6 +118,21 @@ def test_an_unreadable_reader_file_stops_start_up(tmp_path: Path) -> None:
         _stack(tmp_path, READER_POLICY, CANDOR_GATE__READER__MODEL_PATH=str(bad))
 
 
+def test_an_unknown_bundled_reader_stops_start_up(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match=r"gate\.reader.*bundled readers v4, v5, got 'v9'"):
+        _stack(tmp_path, READER_POLICY, CANDOR_GATE__READER__MODEL="v9")
+
+
+def test_the_shipped_default_does_not_run_beside_reader_v5(tmp_path: Path) -> None:
+    from gate_svc.policy import DEFAULT_POLICY_PATH, PolicyError
+    from gate_svc.reader import model_digest, reader_file
+
+    with pytest.raises(
+        PolicyError, match=f"runs evidence reader {model_digest(reader_file('v5'))}"
+    ):
+        _stack(tmp_path, DEFAULT_POLICY_PATH.read_text(), CANDOR_GATE__READER__MODEL="v5")
+
+
 def test_a_policy_fitted_on_another_reader_stops_start_up(tmp_path: Path) -> None:
     from gate_svc.policy import PolicyError
     from gate_svc.reader import model_digest

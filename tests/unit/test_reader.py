@@ -6,7 +6,15 @@ import json
 
 import pytest
 
-from gate_svc.reader import MAX_QUESTION_TOKENS, MAX_TOKENS, MODEL_PATH, encode_pairs, shared_reader
+from gate_svc.reader import (
+    MAX_QUESTION_TOKENS,
+    MAX_TOKENS,
+    MODEL_PATH,
+    bundled_readers,
+    encode_pairs,
+    reader_file,
+    shared_reader,
+)
 from gate_svc.reader_view import ReaderView, reader_texts, weighs_reader
 from gate_svc.signals import CandidateView
 
@@ -79,16 +87,32 @@ CASES = [
 
 def test_a_neighbouring_entity_does_not_read_as_an_answer() -> None:
     # Readers v1 to v3 read the orders chunk as more likely an answer than not (v3: 0.69);
-    # v4 scores it 0.30 (docs/evaluation.md, the Disfl-QA section).
+    # v4 scores it 0.30 (docs/evaluation.md, the Disfl-QA section). The opt-in v5 does not
+    # (0.80), though it ranks the gift-card chunk above it (next test).
     (near,) = shared_reader().score("How long is the refund window for gift cards?", [ORDERS])
     assert near < 0.5
 
 
+READERS = bundled_readers()
+
+
+def test_both_readers_ship_and_settings_name_them() -> None:
+    assert set(READERS) == {"v4", "v5"}
+    assert reader_file() == MODEL_PATH
+    assert reader_file("v5").name == "reader-v5.onnx" and reader_file("v5").is_file()
+    assert str(reader_file("v5", "/elsewhere/r.onnx")) == "/elsewhere/r.onnx"
+    with pytest.raises(ValueError, match=r"bundled readers v4, v5, got 'v9'"):
+        reader_file("v9")
+    with pytest.raises(ValueError, match="bundled readers"):
+        reader_file("../models/reader-v4")
+
+
+@pytest.mark.parametrize("model", READERS)
 @pytest.mark.parametrize(("question", "answers", "near_miss"), CASES)
 def test_the_answering_chunk_outscores_the_near_miss(
-    question: str, answers: str, near_miss: str
+    question: str, answers: str, near_miss: str, model: str
 ) -> None:
-    good, near = shared_reader().score(question, [answers, near_miss])
+    good, near = shared_reader(reader_file(model)).score(question, [answers, near_miss])
     assert 0.0 <= near < good <= 1.0
 
 
@@ -100,8 +124,9 @@ def test_a_chunk_reads_the_same_whatever_it_is_read_with() -> None:
     assert shared_reader().score(question, [near_miss, answers, ORDERS])[1] == alone[0]
 
 
-def test_an_off_topic_chunk_scores_low() -> None:
-    (p,) = shared_reader().score(
+@pytest.mark.parametrize("model", READERS)
+def test_an_off_topic_chunk_scores_low(model: str) -> None:
+    (p,) = shared_reader(reader_file(model)).score(
         "What year did the bridge over the Tamar open?",
         ["Sourdough starter is flour and water kept alive with regular feeding."],
     )
@@ -109,8 +134,9 @@ def test_an_off_topic_chunk_scores_low() -> None:
     assert shared_reader().score("anything", []) == []
 
 
-def test_the_shipped_file_records_how_it_was_trained() -> None:
-    meta = json.loads(MODEL_PATH.with_suffix(".json").read_text())
+@pytest.mark.parametrize("model", READERS)
+def test_the_shipped_file_records_how_it_was_trained(model: str) -> None:
+    meta = json.loads(reader_file(model).with_suffix(".json").read_text())
     assert meta["pairs"] > 5000
     assert "held-out" in meta["data"]
 
