@@ -16,7 +16,7 @@ VARIANTS = ("dev", "prod", "prod+components")
 
 
 def _with_components(tmp: Path) -> Path:
-    """prod plus every opt-in component (linkerd mesh, shadow threshold config)."""
+    """prod plus every opt-in component (linkerd mesh, shadow threshold config, reader v5)."""
 
     def rel(p: Path) -> str:
         return os.path.relpath(p, tmp)
@@ -27,7 +27,8 @@ def _with_components(tmp: Path) -> Path:
         "namespace: candor\n"
         f"resources: [{rel(K8S / 'overlays' / 'prod')}]\n"
         f"components: [{rel(K8S / 'components' / 'linkerd')}, "
-        f"{rel(K8S / 'components' / 'shadow-policy')}]\n"
+        f"{rel(K8S / 'components' / 'shadow-policy')}, "
+        f"{rel(K8S / 'components' / 'reader-v5')}]\n"
     )
     return tmp
 

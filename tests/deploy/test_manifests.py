@@ -509,3 +509,23 @@ def test_the_base_policy_is_the_shipped_default() -> None:
     from gate_svc.policy import DEFAULT_POLICY_PATH
 
     assert (K8S / "base" / "policy" / "policy.yaml").read_text() == DEFAULT_POLICY_PATH.read_text()
+
+
+def test_the_reader_v5_component_pairs_the_reader_with_the_config_fitted_on_it(
+    rendered: dict[str, Docs], tmp_path: Path
+) -> None:
+    from gate_svc.policy import reader_mismatch
+    from gate_svc.reader import model_digest, reader_file
+
+    component = K8S / "components" / "reader-v5" / "policy.yaml"
+    packaged = Path(__file__).parents[2] / "gate_svc" / "policies" / "reader-v5-pooled.yaml"
+    assert component.read_text() == packaged.read_text()
+    docs = rendered["prod+components"]
+    gate = settings_for(docs, "gate", tmp_path).gate
+    assert gate.reader.model == "v5"
+    rel, volume = volume_for(docs, "gate", gate.policy_path)
+    live = parse_policy(one(docs, "ConfigMap", volume["configMap"]["name"])["data"][rel])
+    digest = model_digest(reader_file(gate.reader.model))
+    assert live.calibrated.reader_model == digest
+    assert reader_mismatch(live, digest) is None
+    assert settings_for(rendered["prod"], "gate", tmp_path).gate.reader.model == "v4"

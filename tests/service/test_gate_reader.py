@@ -133,6 +133,35 @@ def test_the_shipped_default_does_not_run_beside_reader_v5(tmp_path: Path) -> No
         _stack(tmp_path, DEFAULT_POLICY_PATH.read_text(), CANDOR_GATE__READER__MODEL="v5")
 
 
+def test_reader_v5_runs_with_the_config_fitted_on_it(tmp_path: Path) -> None:
+    from gate_svc.reader import model_digest, reader_file
+
+    digest = model_digest(reader_file("v5"))
+    packaged = Path(__file__).parents[2] / "gate_svc" / "policies" / "reader-v5-pooled.yaml"
+    (tmp_path / "packaged").mkdir()
+    (tmp_path / "bound").mkdir()
+    stack = _stack(tmp_path / "packaged", packaged.read_text(), CANDOR_GATE__READER__MODEL="v5")
+    try:
+        with grpc.insecure_channel(stack.address("GateService")) as ch:
+            info = gate_pb2_grpc.GateServiceStub(ch).GetPolicy(gate_pb2.GetPolicyRequest())
+    finally:
+        stack.stop()
+    assert info.evidence_reader == digest == info.active.reader_model
+    # A config bound to v5 that weighs the reader alone: the decision is v5's reading.
+    bound = READER_POLICY.replace("  bias: 0.0\n", f"  bias: 0.0\n  reader_model: {digest}\n")
+    (answered, missing), _ = _decide(
+        tmp_path / "bound",
+        bound,
+        "What causes two high tides every day?",
+        "Who discovered that the Moon causes tides?",
+        CANDOR_GATE__READER__MODEL="v5",
+    )
+    a = {s.name: s.value for s in answered.signals}
+    m = {s.name: s.value for s in missing.signals}
+    assert m["reader"] < 0.5 < a["reader"]
+    assert (answered.outcome, missing.outcome) == (gate_pb2.OUTCOME_PASS, gate_pb2.OUTCOME_REFUSE)
+
+
 def test_a_policy_fitted_on_another_reader_stops_start_up(tmp_path: Path) -> None:
     from gate_svc.policy import PolicyError
     from gate_svc.reader import model_digest
