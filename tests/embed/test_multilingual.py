@@ -123,7 +123,10 @@ def test_blas_runs_with_the_configured_thread_count(
     real_encode = embedder._model.encode
 
     def spy(texts: list[str]) -> Any:
-        seen.extend(lib["num_threads"] for lib in ThreadpoolController().info())
+        # BLAS only: another package's OpenMP runtime (torch's, with the train extra) is not
+        # the encoder's and keeps its own count.
+        blas = ThreadpoolController().select(user_api="blas")
+        seen.extend(lib["num_threads"] for lib in blas.info())
         return real_encode(texts)
 
     monkeypatch.setattr(embedder._model, "encode", spy)
