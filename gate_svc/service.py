@@ -164,6 +164,13 @@ class GateMetrics:
             ["role", "policy_version"],
             registry=r,
         )
+        self.reader_info = Gauge(
+            "candor_gate_evidence_reader_info",
+            "1 for the evidence reader this gate runs: its settings name (gate.reader.model, "
+            "or file for gate.reader.model_path) and file digest; no series when it is off.",
+            ["model", "digest"],
+            registry=r,
+        )
         self.refusal_translations = Counter(
             "candor_gate_refusal_translations_total",
             "Refusals in a language the message table lacks, by outcome "
@@ -595,6 +602,9 @@ def build_gate(settings: Settings) -> ServiceSpec:
 
     reader = _load_reader(settings)
     digest = reader.digest if reader is not None else None
+    if reader is not None:
+        r = settings.gate.reader
+        gate_metrics.reader_info.labels("file" if r.model_path else r.model, reader.digest).set(1)
     policies = PolicyStore(
         g.policy_path or None,
         g.shadow_policy_path or None,

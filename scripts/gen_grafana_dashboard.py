@@ -125,10 +125,14 @@ ROWS: list[tuple[str, list[Panel]]] = [
             ),
             Panel(
                 "Threshold config versions",
-                [(f"candor_gate_policy_info{{{NS}}}", "{{role}}: {{policy_version}}")],
+                [
+                    (f"candor_gate_policy_info{{{NS}}}", "{{role}}: {{policy_version}}"),
+                    (f"candor_gate_evidence_reader_info{{{NS}}}", "reader {{model}}: {{digest}}"),
+                ],
                 kind="table",
                 width=6,
-                description="Version in each role (active, shadow) per gate pod.",
+                description="Version in each role (active, shadow) and the evidence reader "
+                "(v4, v5) per gate pod; a config names the reader it was fitted on.",
             ),
             Panel(
                 "Shadow disagreement / config reloads",

@@ -11,6 +11,7 @@ from candor.cli.stack import start_stack
 from candor.gate.v1 import gate_pb2, gate_pb2_grpc
 from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from candor.settings import SettingsError, load_settings
+from gate_svc.reader import model_digest, reader_file
 from tests.helpers import Stack, metric_value, scrape, stack_env
 
 #: A calibrated policy that weighs only the reader: pass when it is sure the evidence answers.
@@ -87,6 +88,8 @@ def test_a_policy_that_weighs_the_reader_gets_its_reading(tmp_path: Path) -> Non
     assert answered.outcome == gate_pb2.OUTCOME_PASS
     assert missing.outcome == gate_pb2.OUTCOME_REFUSE
     assert metric_value(text, "candor_gate_reader_seconds_count", {}) == 2
+    info = {"model": "v4", "digest": model_digest()}
+    assert metric_value(text, "candor_gate_evidence_reader_info", info) == 1
 
 
 def test_without_the_reader_a_policy_that_weighs_it_refuses_and_says_so(tmp_path: Path) -> None:
@@ -101,6 +104,7 @@ def test_without_the_reader_a_policy_that_weighs_it_refuses_and_says_so(tmp_path
     assert "reader" not in signals
     assert d.outcome == gate_pb2.OUTCOME_REFUSE
     assert metric_value(text, "candor_gate_reader_fallbacks_total", {"reason": "DISABLED"}) == 1
+    assert "candor_gate_evidence_reader_info{" not in text
 
 
 def test_a_policy_that_ignores_the_reader_never_runs_it(tmp_path: Path) -> None:
@@ -125,7 +129,6 @@ def test_an_unknown_bundled_reader_stops_start_up(tmp_path: Path) -> None:
 
 def test_the_shipped_default_does_not_run_beside_reader_v5(tmp_path: Path) -> None:
     from gate_svc.policy import DEFAULT_POLICY_PATH, PolicyError
-    from gate_svc.reader import model_digest, reader_file
 
     with pytest.raises(
         PolicyError, match=f"runs evidence reader {model_digest(reader_file('v5'))}"
@@ -134,8 +137,6 @@ def test_the_shipped_default_does_not_run_beside_reader_v5(tmp_path: Path) -> No
 
 
 def test_reader_v5_runs_with_the_config_fitted_on_it(tmp_path: Path) -> None:
-    from gate_svc.reader import model_digest, reader_file
-
     digest = model_digest(reader_file("v5"))
     packaged = Path(__file__).parents[2] / "gate_svc" / "policies" / "reader-v5-pooled.yaml"
     (tmp_path / "packaged").mkdir()
@@ -149,7 +150,7 @@ def test_reader_v5_runs_with_the_config_fitted_on_it(tmp_path: Path) -> None:
     assert info.evidence_reader == digest == info.active.reader_model
     # A config bound to v5 that weighs the reader alone: the decision is v5's reading.
     bound = READER_POLICY.replace("  bias: 0.0\n", f"  bias: 0.0\n  reader_model: {digest}\n")
-    (answered, missing), _ = _decide(
+    (answered, missing), text = _decide(
         tmp_path / "bound",
         bound,
         "What causes two high tides every day?",
@@ -160,11 +161,12 @@ def test_reader_v5_runs_with_the_config_fitted_on_it(tmp_path: Path) -> None:
     m = {s.name: s.value for s in missing.signals}
     assert m["reader"] < 0.5 < a["reader"]
     assert (answered.outcome, missing.outcome) == (gate_pb2.OUTCOME_PASS, gate_pb2.OUTCOME_REFUSE)
+    info = {"model": "v5", "digest": digest}
+    assert metric_value(text, "candor_gate_evidence_reader_info", info) == 1
 
 
 def test_a_policy_fitted_on_another_reader_stops_start_up(tmp_path: Path) -> None:
     from gate_svc.policy import PolicyError
-    from gate_svc.reader import model_digest
 
     bound = READER_POLICY.replace(
         "  bias: 0.0\n", "  bias: 0.0\n  reader_model: 0123456789abcdef\n"
