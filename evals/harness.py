@@ -229,12 +229,14 @@ def run(
     answers: bool = True,
     keep_top_text: bool = False,
     read: bool = True,
+    reader: str = "",
 ) -> Path:
     """Index the corpus, decide every question with every policy, write rows to ``out``.
 
     With ``answers``, the configured generator (``generator.backend``, extractive by default)
     also answers each answerable question that has a reference answer. Without ``read`` the
     evidence reader stays off whatever ``gate.reader.enabled`` says (rows without its signal).
+    ``reader`` names a bundled reader (``gate.reader.model``) over the settings' choice.
     """
     from candor.settings import load_settings
 
@@ -246,8 +248,11 @@ def run(
     for p in policy_files:
         config = parse_policy(p.read_text())
         policies[config.policy if config.policy not in policies else p.stem] = config
-    settings = load_settings(env={**os.environ, "CANDOR_RETRIEVAL__EMBEDDER": embedder})
-    reader = _reader(settings, policies) if read else None
+    env = {**os.environ, "CANDOR_RETRIEVAL__EMBEDDER": embedder}
+    if reader:
+        env["CANDOR_GATE__READER__MODEL"] = reader
+    settings = load_settings(env=env)
+    scorer = _reader(settings, policies) if read else None
     docs_embedder, query_embedder = open_embedders(settings.retrieval)
     with tempfile.TemporaryDirectory() as tmp:
         kb = KnowledgeBase(
@@ -282,7 +287,7 @@ def run(
                 out,
                 progress,
                 backend,
-                reader=reader,
+                reader=scorer,
                 keep_top_text=keep_top_text,
             )
         )
@@ -339,6 +344,13 @@ def main(argv: list[str] | None = None) -> int:
         help="gate HOST:PORT: evaluate a running deployment instead (docs/evaluation.md)",
     )
     ap.add_argument(
+        "--reader",
+        default="",
+        metavar="NAME",
+        help="bundled evidence reader to score with (v4, v5; default gate.reader.model); "
+        "a config fitted on another reader is refused",
+    )
+    ap.add_argument(
         "--no-answers",
         action="store_true",
         help="skip generating answers (answer accuracy is then not reported)",
@@ -347,11 +359,21 @@ def main(argv: list[str] | None = None) -> int:
 
     remote.add_arguments(ap)
     args = ap.parse_args(argv)
+    if args.reader and args.target:
+        ap.error("--reader applies in process: a deployment reads with its own reader")
     code = remote.main(ap, args)
     if code is not None:
         return code
     embedder = args.embedder or "minilm"
-    run(args.dataset, args.out, args.policy, args.limit, embedder, answers=not args.no_answers)
+    run(
+        args.dataset,
+        args.out,
+        args.policy,
+        args.limit,
+        embedder,
+        answers=not args.no_answers,
+        reader=args.reader,
+    )
     return 0
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from candor.settings import Settings, load_settings
@@ -30,3 +32,35 @@ def test_a_config_fitted_on_another_reader_stops_the_run_before_indexing() -> No
         _reader(_settings(CANDOR_GATE__READER__MODEL="v5"), {"default": default})
     with pytest.raises(SystemExit, match="bundled readers v4, v5, got 'v3'"):
         _reader(_settings(CANDOR_GATE__READER__MODEL="v3"), {})
+
+
+def test_eval_run_scores_with_the_reader_it_is_given(tmp_path: Path) -> None:
+    from evals import calibrate, harness
+    from evals.datasets.halueval import BuildOptions, prepare
+    from tests.evals.halueval_fixture import write_fixture
+
+    dataset = prepare(
+        tmp_path / "dataset", BuildOptions(seed=0), source=write_fixture(tmp_path).directory
+    )
+    default = DEFAULT_POLICY_PATH
+    # v4's default config beside v5's reading: refused before anything is indexed or written.
+    with pytest.raises(SystemExit, match="this run reads with evidence reader"):
+        harness.run(dataset, tmp_path / "bad.jsonl", [default], progress=False, reader="v5")
+    assert not (tmp_path / "bad.jsonl").exists()
+    out = harness.run(dataset, tmp_path / "v5.jsonl", progress=False, answers=False, reader="v5")
+    rows = calibrate.read_rows(out)
+    assert {r["reader_model"] for r in rows if "reader" in r["signals"]} == {
+        model_digest(reader_file("v5"))
+    }
+    with pytest.raises(SystemExit, match="2"):
+        harness.main(
+            [
+                str(dataset),
+                "--out",
+                str(tmp_path / "x.jsonl"),
+                "--reader",
+                "v5",
+                "--target",
+                "127.0.0.1:1",
+            ]
+        )
