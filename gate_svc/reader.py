@@ -3,9 +3,10 @@
 A cross-encoder (the bundled MiniLM, fine-tuned on HaluEval-QA questions no report measures on;
 see :mod:`evals.reader_train`) shipped as a per-channel int8 ONNX file inside this package, so
 nothing is fetched at run time. Two ship: ``v4`` (6 layers, the default) and ``v5`` (12 layers,
-opt-in via ``gate.reader.model``: better on near misses, about twice the cost per read). The gate asks it about the top evidence chunks and uses the best
-probability as the ``reader`` signal; retrieval scores alone cannot tell a passage that answers
-from one on the same topic with the answer missing (the "near miss").
+opt-in via ``gate.reader.model``: better on near misses, about twice the cost per read). The
+gate asks it about the top evidence chunks and uses the best probability as the ``reader``
+signal; retrieval scores alone cannot tell a passage that answers from one on the same topic
+with the answer missing (the "near miss").
 """
 
 from __future__ import annotations
