@@ -565,13 +565,19 @@ def reader_mismatch(
     """Why ``config`` cannot run beside the loaded reader (``digest``; ``None`` when the reader
     is disabled), or ``None``. A policy fitted on one reader's scores, weighed against another's,
     is miscalibrated without any error to show for it. ``where`` names who holds ``digest``."""
+    from gate_svc.reader_files import bundled_name
+
+    def named(d: str) -> str:
+        return f" (bundled {n})" if (n := bundled_name(d)) else ""
+
     for name, c in (("", config), *((f"tenants.{t}.", o) for t, o in config.tenants.items())):
         want = c.calibrated.reader_model
         if digest is None or not want or not uses_reader(c) or want == digest:
             continue
         return (
-            f"{name}calibrated.reader_model is {want} but {where} evidence reader "
-            f"{digest}: refit the policy with `candor calibrate` on rows this reader scored"
+            f"{name}calibrated.reader_model is {want}{named(want)} but {where} evidence reader "
+            f"{digest}{named(digest)}: refit the policy with `candor calibrate` on rows this "
+            "reader scored, or run the reader it names (gate.reader.model)"
         )
     return None
 

@@ -21,11 +21,17 @@ from typing import Final
 import numpy as np
 import onnxruntime as ort
 
-from candor.file_digest import file_digest
+from gate_svc.reader_files import (
+    MODEL_PATH,
+    bundled_readers,
+    model_digest,
+    reader_file,
+)
 from gate_svc.reader_view import ReaderView
 from retrieval_svc.embed.wordpiece import TOKENIZER_PATH
 
 __all__ = [
+    "MODEL_PATH",
     "EvidenceReader",
     "ReaderView",
     "bundled_readers",
@@ -37,39 +43,9 @@ __all__ = [
 
 log = logging.getLogger("candor.gate.reader")
 
-MODELS_DIR: Final = Path(__file__).with_name("models")
-DEFAULT_MODEL: Final = "v4"
-MODEL_PATH: Final = MODELS_DIR / f"reader-{DEFAULT_MODEL}.onnx"
 MAX_QUESTION_TOKENS: Final = 48
 MAX_TOKENS: Final = 160
 """Question + chunk + markers; an 80-token chunk with its heading fits whole."""
-
-
-def model_digest(path: Path = MODEL_PATH) -> str:
-    """:func:`candor.file_digest.file_digest` of the reader: which one a calibration was fitted
-    with (``calibrated.reader_model``). Its scores mean nothing to another reader's weights."""
-    return file_digest(path)
-
-
-def bundled_readers() -> tuple[str, ...]:
-    """Names of the readers shipped in this package (``gate.reader.model``), e.g. ``v4``."""
-    return tuple(sorted(p.stem.removeprefix("reader-") for p in MODELS_DIR.glob("reader-*.onnx")))
-
-
-def reader_file(model: str = DEFAULT_MODEL, model_path: str = "") -> Path:
-    """The reader file settings name: ``model_path`` when set, else bundled ``model``.
-
-    Raises :class:`ValueError` naming the bundled readers for a name that is not one of them.
-    """
-    if model_path:
-        return Path(model_path)
-    names = bundled_readers()
-    if model not in names:
-        raise ValueError(
-            f"gate.reader.model must be one of the bundled readers {', '.join(names)}, "
-            f"got {model!r} (or set gate.reader.model_path to a reader file)"
-        )
-    return MODELS_DIR / f"reader-{model}.onnx"
 
 
 @lru_cache(maxsize=1)

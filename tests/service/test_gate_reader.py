@@ -130,8 +130,10 @@ def test_an_unknown_bundled_reader_stops_start_up(tmp_path: Path) -> None:
 def test_the_shipped_default_does_not_run_beside_reader_v5(tmp_path: Path) -> None:
     from gate_svc.policy import DEFAULT_POLICY_PATH, PolicyError
 
+    v4, v5 = model_digest(), model_digest(reader_file("v5"))
     with pytest.raises(
-        PolicyError, match=f"runs evidence reader {model_digest(reader_file('v5'))}"
+        PolicyError,
+        match=rf"is {v4} \(bundled v4\) but this gate runs evidence reader {v5} \(bundled v5\)",
     ):
         _stack(tmp_path, DEFAULT_POLICY_PATH.read_text(), CANDOR_GATE__READER__MODEL="v5")
 

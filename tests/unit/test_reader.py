@@ -12,9 +12,11 @@ from gate_svc.reader import (
     MODEL_PATH,
     bundled_readers,
     encode_pairs,
+    model_digest,
     reader_file,
     shared_reader,
 )
+from gate_svc.reader_files import bundled_name
 from gate_svc.reader_view import ReaderView, reader_texts, weighs_reader
 from gate_svc.signals import CandidateView
 
@@ -105,6 +107,8 @@ def test_both_readers_ship_and_settings_name_them() -> None:
         reader_file("v9")
     with pytest.raises(ValueError, match="bundled readers"):
         reader_file("../models/reader-v4")
+    assert [bundled_name(model_digest(reader_file(m))) for m in READERS] == list(READERS)
+    assert bundled_name("0123456789abcdef") == ""
 
 
 @pytest.mark.parametrize("model", READERS)
