@@ -276,11 +276,10 @@ def markdown(
             "",
             "| policy | "
             + " | ".join(
-                f"{k.replace('_', '-')} FRR @ FAR≤5% | {k.replace('_', '-')} FRR @ FAR≤1%"
-                for k in negatives
+                f"{k.replace('_', '-')} FRR @ FAR≤{t}%" for k in negatives for t in FAR_TARGETS
             )
             + " |",
-            "|---|" + "---|---|" * len(negatives),
+            "|---|" + "---|" * (len(negatives) * len(FAR_TARGETS)),
         ]
         for name, p in summary["policies"].items():
             alone = p["frr_at_far_by_kind"]

@@ -124,11 +124,11 @@ class EdgeDenseStore:
             must.append(_eq("visibility", PUBLISHED))
         nearest = Query.Nearest([float(x) for x in vector])
         with self._lock:
-            flt = None if self._matches_every_point(tenant, include_unpublished, must) else must
+            everything = self._matches_every_point(tenant, include_unpublished, must)
             request = QueryRequest(
                 limit=limit,
                 query=nearest,
-                filter=Filter(must=flt) if flt else None,
+                filter=None if everything else Filter(must=must),
                 with_payload=True,
             )
             points = self._shard.query(request)
@@ -152,8 +152,9 @@ class EdgeDenseStore:
             return False  # mid-ingest: filter rather than count after every batch
         total = int(self._shard.count(CountRequest(exact=True)))
         kept = int(self._shard.count(CountRequest(filter=Filter(must=must), exact=True)))
-        self._matches_all[key] = (self._writes, total > 0 and kept == total)
-        return self._matches_all[key][1]
+        matches = total > 0 and kept == total
+        self._matches_all[key] = (self._writes, matches)
+        return matches
 
     def _wrote(self) -> None:
         """Every write calls this under the lock: it voids what _matches_every_point knew."""
