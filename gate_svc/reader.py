@@ -101,6 +101,17 @@ class EvidenceReader:
         self._lock = threading.Lock()
         self.path = path
         self.digest = model_digest(path)
+        # A graph that loads but is not a reader (an embedder's file in gate.reader.model_path)
+        # would otherwise fail every read and silently refuse every decision it was weighed
+        # in; probing here makes it a start-up error. It also pays the first run's set-up cost
+        # (~8x a warm read) before the service reports SERVING.
+        try:
+            probe = self.score("what is this?", ["a probe read at start-up"])[0]
+        except Exception as exc:
+            why = f"{path} is not an evidence reader: a probe read failed: {exc}"
+            raise ValueError(why) from exc
+        if not 0.0 <= probe <= 1.0:
+            raise ValueError(f"{path} is not an evidence reader: a probe read gave {probe}")
 
     def score(self, question: str, texts: Sequence[str]) -> list[float]:
         """Probability that each text answers ``question`` (empty ``texts`` → ``[]``)."""

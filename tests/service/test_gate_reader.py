@@ -122,6 +122,15 @@ def test_an_unreadable_reader_file_stops_start_up(tmp_path: Path) -> None:
         _stack(tmp_path, READER_POLICY, CANDOR_GATE__READER__MODEL_PATH=str(bad))
 
 
+def test_a_graph_that_is_not_a_reader_stops_start_up(tmp_path: Path) -> None:
+    # It loads (it is a valid ONNX graph) but has no reader output: without the probe read every
+    # decision would fall back and refuse, with only a metric to say why.
+    from retrieval_svc.embed.minilm_model import source_model
+
+    with pytest.raises(SettingsError, match=r"gate\.reader.*is not an evidence reader"):
+        _stack(tmp_path, READER_POLICY, CANDOR_GATE__READER__MODEL_PATH=str(source_model()))
+
+
 def test_an_unknown_bundled_reader_stops_start_up(tmp_path: Path) -> None:
     with pytest.raises(SettingsError, match=r"gate\.reader.*bundled readers v4, v5, got 'v9'"):
         _stack(tmp_path, READER_POLICY, CANDOR_GATE__READER__MODEL="v9")
