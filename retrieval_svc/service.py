@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import grpc
 from google.protobuf.duration_pb2 import Duration
@@ -49,6 +52,7 @@ from retrieval_svc.stores.edge import EdgeDenseStore
 from retrieval_svc.stores.factory import open_dense, open_keyword
 
 log = logging.getLogger("candor.retrieval")
+_T = TypeVar("_T")
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["RetrievalService"].full_name
 _MODES = {
     pb.RETRIEVAL_MODE_UNSPECIFIED: "hybrid",
@@ -186,6 +190,25 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         self._rewriter, self._questions = rewriter, question_generator
         # One writer at a time keeps the two stores' commits in the same order.
         self._write_lock = asyncio.Lock()
+
+    async def _write(self, write: Callable[[], _T]) -> _T:
+        """Run a store write in a thread under the write lock, which it holds until the write
+        has landed even when the caller cancels (or its deadline passes) first.
+
+        The thread cannot be stopped. Released on cancellation, the lock would let a later
+        upsert or delete commit first and then be overwritten by this one: a lost update, or a
+        deleted document back in the index. The cancelled call's write still lands; upserts
+        and deletes are idempotent, so the caller's retry is safe.
+        """
+        async with self._write_lock:
+            landing = asyncio.ensure_future(asyncio.to_thread(write))
+            try:
+                return await asyncio.shield(landing)
+            except asyncio.CancelledError:
+                while not landing.done():
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await asyncio.shield(landing)
+                raise
 
     async def close(self) -> None:
         for client in (self._rewriter, self._questions):
@@ -358,9 +381,9 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         # Before the write lock: the LLM calls can take seconds and need no lock.
         report = await self._hypothetical(docs, context) if request.hypothetical_questions else None
         questions = report.questions if report else None
-        async with self._write_lock:
-            results = await asyncio.to_thread(self._kb.upsert, docs, None, questions)
-            sizes = await asyncio.to_thread(self._kb.sizes)
+        results, sizes = await self._write(
+            lambda: (self._kb.upsert(docs, None, questions), self._kb.sizes())
+        )
         self._m.ingest_seconds.observe(time.perf_counter() - start)
         for arm, n in sizes.items():
             self._m.index_chunks.labels(arm).set(n)
@@ -394,10 +417,8 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         if v:
             await abort_invalid(context, v)
         await self._auth.authorize(context, request.tenant)
-        async with self._write_lock:
-            results = await asyncio.to_thread(
-                self._kb.delete, request.tenant, list(request.document_ids)
-            )
+        ids = list(request.document_ids)
+        results = await self._write(lambda: self._kb.delete(request.tenant, ids))
         for r in results:
             self._m.documents.labels("delete", r.outcome).inc()
         return pb.DeleteDocumentsResponse(

@@ -65,13 +65,16 @@ class RetrievalServiceServicer:
 
     def UpsertDocuments(self, request, context):
         """UpsertDocuments chunks, embeds and writes documents to both stores; idempotent per document.
+        Writes apply in the order they reach the service. One that ends in DEADLINE_EXCEEDED or
+        CANCELLED after it started writing still lands, before any later write: retry it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def DeleteDocuments(self, request, context):
-        """DeleteDocuments removes documents and all their chunks from both stores.
+        """DeleteDocuments removes documents and all their chunks from both stores; ordered like
+        UpsertDocuments.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

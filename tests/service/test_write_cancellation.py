@@ -1,0 +1,117 @@
+"""A write whose caller gives up still lands before the next write: no lost update, no deleted
+document coming back."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import grpc
+import pytest
+
+from candor.cli.stack import start_stack
+from candor.retrieval.v1 import retrieval_pb2 as pb
+from candor.retrieval.v1 import retrieval_pb2_grpc as pb_grpc
+from candor.settings import load_settings
+from retrieval_svc.knowledge_base import KnowledgeBase
+from tests.helpers import Stack, stack_env
+
+TENANT = "t"
+RELEASE_AFTER_SECONDS = 1.0
+"""How long the next call may run before the held write is let through; it only has to be
+long enough for a next call that does not wait for the lock to finish."""
+
+
+class Held(NamedTuple):
+    release: threading.Event
+    """Lets the first version's write through."""
+    landed: threading.Event
+    """Set once it has been written."""
+
+
+@pytest.fixture
+def held(monkeypatch: pytest.MonkeyPatch) -> Held:
+    """The first version's write blocks in its thread until released."""
+    h = Held(threading.Event(), threading.Event())
+    real = KnowledgeBase.upsert
+
+    def upsert(self: KnowledgeBase, docs: Any, *args: Any, **kwargs: Any) -> Any:
+        if not any(d.text.startswith("first") for d in docs):
+            return real(self, docs, *args, **kwargs)
+        h.release.wait(30)
+        try:
+            return real(self, docs, *args, **kwargs)
+        finally:
+            h.landed.set()
+
+    monkeypatch.setattr(KnowledgeBase, "upsert", upsert)
+    return h
+
+
+@pytest.fixture
+def stub(tmp_path: Path) -> Iterator[pb_grpc.RetrievalServiceStub]:
+    stack = Stack(lambda: start_stack(load_settings(env=stack_env(str(tmp_path / "data")))))
+    try:
+        with grpc.insecure_channel(stack.address("RetrievalService")) as ch:
+            yield pb_grpc.RetrievalServiceStub(ch)
+    finally:
+        stack.stop()
+
+
+def _upsert(stub: pb_grpc.RetrievalServiceStub, text: str, timeout: float) -> object:
+    doc = pb.Document(document_id="doc", title="Policy", text=text)
+    return stub.UpsertDocuments(
+        pb.UpsertDocumentsRequest(tenant=TENANT, documents=[doc]), timeout=timeout
+    )
+
+
+def _texts(stub: pb_grpc.RetrievalServiceStub) -> list[str]:
+    reply = stub.Retrieve(
+        pb.RetrieveRequest(tenant=TENANT, query="version", mode=pb.RETRIEVAL_MODE_KEYWORD)
+    )
+    return [c.text for c in reply.candidates]
+
+
+def _after_a_cancelled_upsert(stub: pb_grpc.RetrievalServiceStub, held: Held, then: Any) -> None:
+    with pytest.raises(grpc.RpcError) as info:
+        _upsert(stub, "first version of the policy", timeout=0.3)
+    assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            then()
+        except BaseException as exc:  # reported on the test's thread below
+            errors.append(exc)
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    done.wait(RELEASE_AFTER_SECONDS)
+    held.release.set()
+    worker.join(30)
+    assert not errors, errors
+    assert held.landed.wait(30), "the cancelled call's write never ran"
+
+
+def test_a_later_upsert_is_not_overwritten_by_a_cancelled_one(
+    stub: pb_grpc.RetrievalServiceStub, held: Held
+) -> None:
+    _after_a_cancelled_upsert(stub, held, lambda: _upsert(stub, "second version", 30))
+    assert _texts(stub) == ["second version"]
+
+
+def test_a_delete_after_a_cancelled_upsert_stays_deleted(
+    stub: pb_grpc.RetrievalServiceStub, held: Held
+) -> None:
+    def delete() -> None:
+        stub.DeleteDocuments(
+            pb.DeleteDocumentsRequest(tenant=TENANT, document_ids=["doc"]), timeout=30
+        )
+
+    _after_a_cancelled_upsert(stub, held, delete)
+    assert _texts(stub) == []
