@@ -22,7 +22,17 @@ from candor.runtime.deadline import DeadlineExhausted, downstream_timeout
 from candor.runtime.errors import FieldViolations, abort_info, abort_invalid
 from candor.runtime.metrics import LATENCY_BUCKETS, ServiceMetrics
 from candor.runtime.server import ServiceSpec
-from candor.runtime.validation import check_query, check_tenant
+from candor.runtime.validation import (
+    MAX_TITLE_CHARS,
+    MAX_URI_CHARS,
+    check_document_id,
+    check_enum,
+    check_length,
+    check_query,
+    check_tenant,
+    check_weight,
+    is_blank,
+)
 from candor.settings import Settings
 from retrieval_svc.embed.factory import open_embedders
 from retrieval_svc.hypothetical import (
@@ -250,8 +260,10 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             v.add("candidate_pool", f"must be at most {MAX_POOL}")
         if request.top_k > MAX_POOL:
             v.add("top_k", f"must be at most {MAX_POOL}")
-        if request.dense_weight < 0 or request.keyword_weight < 0:
-            v.add("dense_weight" if request.dense_weight < 0 else "keyword_weight", "must be >= 0")
+        check_weight(request.dense_weight, v, "dense_weight")
+        check_weight(request.keyword_weight, v, "keyword_weight")
+        check_enum(request.mode, pb.RetrievalMode.DESCRIPTOR, v, "mode")
+        check_enum(request.fusion, pb.FusionMethod.DESCRIPTOR, v, "fusion")
         if v:
             await abort_invalid(context, v)
         await self._auth.authorize(context, request.tenant)
@@ -340,17 +352,23 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             v.add("documents", f"at most {self._s.max_documents_per_call} per call")
         seen: set[str] = set()
         for i, d in enumerate(request.documents):
-            if not d.document_id:
-                v.add(f"documents[{i}].document_id", "required")
-            elif d.document_id in seen:
-                v.add(f"documents[{i}].document_id", "duplicate in this request")
+            field = f"documents[{i}]"
+            check_document_id(d.document_id, v, f"{field}.document_id")
+            if d.document_id and d.document_id in seen:
+                v.add(f"{field}.document_id", "duplicate in this request")
             seen.add(d.document_id)
-            if not d.text.strip():
-                v.add(f"documents[{i}].text", "required and must not be blank")
+            if is_blank(d.text):
+                v.add(f"{field}.text", "required and must not be blank")
             elif len(d.text) > self._s.max_document_chars:
-                v.add(f"documents[{i}].text", f"at most {self._s.max_document_chars} characters")
-            if d.source_kind == evidence_pb2.SOURCE_KIND_CURATED_ANSWER and not d.question.strip():
-                v.add(f"documents[{i}].question", "required for a curated answer")
+                v.add(f"{field}.text", f"at most {self._s.max_document_chars} characters")
+            check_length(d.title, MAX_TITLE_CHARS, v, f"{field}.title")
+            check_length(d.uri, MAX_URI_CHARS, v, f"{field}.uri")
+            check_enum(d.source_kind, evidence_pb2.SourceKind.DESCRIPTOR, v, f"{field}.source_kind")
+            if d.source_kind == evidence_pb2.SOURCE_KIND_CURATED_ANSWER:
+                if is_blank(d.question):
+                    v.add(f"{field}.question", "required for a curated answer")
+                else:
+                    check_length(d.question, self._s.max_query_chars, v, f"{field}.question")
             if d.source_kind == evidence_pb2.SOURCE_KIND_HYPOTHETICAL_QUESTION:
                 v.add(
                     f"documents[{i}].source_kind",
@@ -411,9 +429,14 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         check_tenant(request.tenant, v)
         if not request.document_ids:
             v.add("document_ids", "at least one document id is required")
+        if len(request.document_ids) > self._s.max_documents_per_call:
+            v.add("document_ids", f"at most {self._s.max_documents_per_call} per call")
+        seen: set[str] = set()
         for i, doc_id in enumerate(request.document_ids):
-            if not doc_id:
-                v.add(f"document_ids[{i}]", "must not be empty")
+            check_document_id(doc_id, v, f"document_ids[{i}]")
+            if doc_id and doc_id in seen:
+                v.add(f"document_ids[{i}]", "duplicate in this request")
+            seen.add(doc_id)
         if v:
             await abort_invalid(context, v)
         await self._auth.authorize(context, request.tenant)

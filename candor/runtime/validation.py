@@ -2,22 +2,63 @@
 
 from __future__ import annotations
 
+import math
 import re
+import unicodedata
+from typing import Final
+
+from google.protobuf.descriptor import EnumDescriptor
 
 from candor.runtime.errors import FieldViolations
 
-_TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
+_TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
+
+MAX_ID_BYTES: Final = 1024
+"""A document id's UTF-8 length. The keyword store silently drops index terms over ~64 KiB,
+and a document whose id term is dropped can no longer be replaced or deleted there."""
+MAX_TITLE_CHARS: Final = 1000
+"""A title is copied into every chunk of its document and read with each of them."""
+MAX_URI_CHARS: Final = 2048
 
 
 def check_tenant(tenant: str, v: FieldViolations, field: str = "tenant") -> None:
     if not tenant:
         v.add(field, "required")
-    elif not _TENANT.match(tenant):
+    elif not _TENANT.fullmatch(tenant):
         v.add(field, "must be 1-64 characters of letters, digits, '_', '.', '-'")
 
 
+def is_blank(text: str) -> bool:
+    """Nothing but whitespace and invisible format characters (zero-width space, BOM, ...)."""
+    return all(c.isspace() or unicodedata.category(c) == "Cf" for c in text)
+
+
 def check_query(query: str, max_chars: int, v: FieldViolations, field: str = "query") -> None:
-    if not query.strip():
+    if is_blank(query):
         v.add(field, "required and must not be blank")
     elif len(query) > max_chars:
         v.add(field, f"must be at most {max_chars} characters (got {len(query)})")
+
+
+def check_document_id(doc_id: str, v: FieldViolations, field: str) -> None:
+    if not doc_id:
+        v.add(field, "required")
+    elif len(doc_id.encode()) > MAX_ID_BYTES:
+        v.add(field, f"must be at most {MAX_ID_BYTES} bytes of UTF-8")
+
+
+def check_length(text: str, max_chars: int, v: FieldViolations, field: str) -> None:
+    if len(text) > max_chars:
+        v.add(field, f"must be at most {max_chars} characters (got {len(text)})")
+
+
+def check_weight(value: float, v: FieldViolations, field: str) -> None:
+    if not math.isfinite(value) or value < 0:
+        v.add(field, f"must be a finite number >= 0 (got {value})")
+
+
+def check_enum(value: int, enum: EnumDescriptor, v: FieldViolations, field: str) -> None:
+    """Proto3 enums are open: an unknown number arrives as itself, so say it is unknown."""
+    if value not in enum.values_by_number:
+        known = ", ".join(e.name for e in enum.values)
+        v.add(field, f"unknown value {value}; one of {known}")

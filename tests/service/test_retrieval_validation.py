@@ -1,0 +1,114 @@
+"""Bad writes and searches get INVALID_ARGUMENT naming the field, and change nothing.
+
+Each case is one a caller can send and the service once took: a tenant with a trailing newline
+became an invisible tenant of its own, an id too long for the keyword store's terms could never
+be replaced or deleted there, an unbounded title was copied into every chunk, NaN weights
+ordered nothing, and unknown enum numbers were stored and echoed back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import grpc
+import pytest
+
+from candor.cli.stack import start_stack
+from candor.common.v1 import evidence_pb2
+from candor.retrieval.v1 import retrieval_pb2 as pb
+from candor.retrieval.v1 import retrieval_pb2_grpc as pb_grpc
+from candor.runtime.errors import field_violations_of
+from candor.runtime.validation import MAX_ID_BYTES, MAX_TITLE_CHARS, MAX_URI_CHARS
+from candor.settings import load_settings
+from tests.helpers import Stack, stack_env
+
+TENANT = "t"
+TEXT = "Road bicycle tyres run at 80 to 100 psi."
+
+Call = Callable[[pb_grpc.RetrievalServiceStub], object]
+
+
+@pytest.fixture(scope="module")
+def stub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[pb_grpc.RetrievalServiceStub]:
+    data = tmp_path_factory.mktemp("data")
+    stack = Stack(lambda: start_stack(load_settings(env=stack_env(str(data)))))
+    try:
+        with grpc.insecure_channel(stack.address("RetrievalService")) as ch:
+            s = pb_grpc.RetrievalServiceStub(ch)
+            s.UpsertDocuments(
+                pb.UpsertDocumentsRequest(
+                    tenant=TENANT, documents=[pb.Document(document_id="bikes", text=TEXT)]
+                )
+            )
+            yield s
+    finally:
+        stack.stop()
+
+
+def _upsert(tenant: str = TENANT, **fields: object) -> Call:
+    doc = pb.Document(
+        **{"document_id": "new", "text": "Tubeless tyres seal small punctures.", **fields}
+    )  # type: ignore[arg-type]
+    return lambda s: s.UpsertDocuments(pb.UpsertDocumentsRequest(tenant=tenant, documents=[doc]))
+
+
+def _retrieve(**fields: object) -> Call:
+    request = pb.RetrieveRequest(**{"tenant": TENANT, "query": "tyre pressure", **fields})  # type: ignore[arg-type]
+    return lambda s: s.Retrieve(request)
+
+
+def _delete(ids: list[str]) -> Call:
+    return lambda s: s.DeleteDocuments(pb.DeleteDocumentsRequest(tenant=TENANT, document_ids=ids))
+
+
+CASES: dict[str, tuple[Call, str]] = {
+    "tenant with a trailing newline": (_upsert(tenant=TENANT + "\n"), "tenant"),
+    "id over the byte limit": (
+        _upsert(document_id="é" * (MAX_ID_BYTES // 2 + 1)),
+        "documents[0].document_id",
+    ),
+    "title over the limit": (_upsert(title="t" * (MAX_TITLE_CHARS + 1)), "documents[0].title"),
+    "uri over the limit": (_upsert(uri="u" * (MAX_URI_CHARS + 1)), "documents[0].uri"),
+    "unknown source kind": (_upsert(source_kind=99), "documents[0].source_kind"),
+    "text of zero-width characters": (_upsert(text="\u200b\ufeff \u2060"), "documents[0].text"),
+    "curated question over the query limit": (
+        _upsert(source_kind=evidence_pb2.SOURCE_KIND_CURATED_ANSWER, question="q" * 2001),
+        "documents[0].question",
+    ),
+    "NaN dense weight": (_retrieve(dense_weight=float("nan")), "dense_weight"),
+    "infinite keyword weight": (_retrieve(keyword_weight=float("inf")), "keyword_weight"),
+    "unknown mode": (_retrieve(mode=99), "mode"),
+    "unknown fusion": (_retrieve(fusion=99), "fusion"),
+    "query of zero-width characters": (_retrieve(query="\u200b\u200d"), "query"),
+    "more ids than a call may delete": (
+        _delete([f"d{i}" for i in range(501)]),
+        "document_ids",
+    ),
+    "the same id twice in a delete": (_delete(["bikes", "bikes"]), "document_ids[1]"),
+    "delete id over the byte limit": (_delete(["x" * (MAX_ID_BYTES + 1)]), "document_ids[0]"),
+}
+
+
+def _state(s: pb_grpc.RetrievalServiceStub) -> list[tuple[str, str]]:
+    reply = s.Retrieve(pb.RetrieveRequest(tenant=TENANT, query="tyres", top_k=10))
+    return [(c.document_id, c.text) for c in reply.candidates]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bad_input_is_a_field_violation_and_changes_nothing(
+    stub: pb_grpc.RetrievalServiceStub, case: str
+) -> None:
+    call, field = CASES[case]
+    before = _state(stub)
+    with pytest.raises(grpc.RpcError) as err:
+        call(stub)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
+    assert field in [f for f, _ in field_violations_of(err.value)]
+    assert _state(stub) == before == [("bikes", TEXT)]
+
+
+def test_ids_and_titles_at_the_limits_are_written(stub: pb_grpc.RetrievalServiceStub) -> None:
+    long_id = "é" * (MAX_ID_BYTES // 2)
+    _upsert(document_id=long_id, title="t" * MAX_TITLE_CHARS)(stub)
+    reply = stub.DeleteDocuments(pb.DeleteDocumentsRequest(tenant=TENANT, document_ids=[long_id]))
+    assert [r.outcome for r in reply.results] == [pb.DOCUMENT_OUTCOME_DELETED]
