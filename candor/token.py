@@ -183,7 +183,20 @@ class TokenVerifier:
         self._skew = clock_skew_seconds
 
     def verify(self, token: str, query: str, evidence: Sequence[tuple[str, str]]) -> PassClaims:
-        """Verify every claim against this request; raises TokenError with a reason code."""
+        """Verify every claim against this request and spend the token; raises TokenError with
+        a reason code."""
+        claims = self.check(token, query, evidence)
+        self.spend(claims)
+        return claims
+
+    def spend(self, claims: PassClaims) -> None:
+        """Mark a checked token used; TOKEN_REPLAYED if it already was. Spend only once the
+        caller is authorised, so a refused call leaves the token usable."""
+        if not self._replays.claim(claims.token_id, claims.expires_at):
+            raise TokenError("TOKEN_REPLAYED", "pass token was already used")
+
+    def check(self, token: str, query: str, evidence: Sequence[tuple[str, str]]) -> PassClaims:
+        """Every claim against this request except replay (see :meth:`spend`)."""
         if not token:
             raise TokenError("TOKEN_MISSING", "a pass token is required")
         try:
@@ -221,8 +234,6 @@ class TokenVerifier:
         sent = [(cid, text_sha256(text)) for cid, text in evidence]
         if signed != sent:
             raise TokenError("EVIDENCE_MISMATCH", "the evidence is not what the gate admitted")
-        if not self._replays.claim(str(claims["jti"]), int(claims["exp"])):
-            raise TokenError("TOKEN_REPLAYED", "pass token was already used")
         return PassClaims(
             token_id=str(claims["jti"]),
             tenant=str(claims.get("tenant", "")),

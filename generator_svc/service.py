@@ -8,6 +8,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import NoReturn
 
 import grpc
 from google.protobuf.duration_pb2 import Duration
@@ -122,6 +123,11 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
         self._opts = options or GeneratorOptions.from_settings(settings.generator)
         self._templates = templates or load_templates(self._opts.prompts_path)
 
+    async def _refuse_token(self, exc: TokenError, context: grpc.aio.ServicerContext) -> NoReturn:
+        self._m.token_rejections.labels(exc.reason).inc()
+        log.warning("pass token refused", extra={"reason": exc.reason})
+        await abort_info(context, grpc.StatusCode.PERMISSION_DENIED, exc.reason, str(exc))
+
     async def Generate(
         self, request: pb.GenerateRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.GenerateResponse]:
@@ -138,15 +144,17 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
                 "TOKEN_MISSING" if not request.pass_token else "INVALID_REQUEST"
             ).inc()
             await abort_invalid(context, v)
+        evidence = [(e.chunk_id, e.text) for e in request.evidence]
         try:
-            claims = self._verifier.verify(
-                request.pass_token, request.query, [(e.chunk_id, e.text) for e in request.evidence]
-            )
+            claims = self._verifier.check(request.pass_token, request.query, evidence)
         except TokenError as exc:
-            self._m.token_rejections.labels(exc.reason).inc()
-            log.warning("pass token refused", extra={"reason": exc.reason})
-            await abort_info(context, grpc.StatusCode.PERMISSION_DENIED, exc.reason, str(exc))
+            await self._refuse_token(exc, context)
+        # Authorised before the token is spent: a caller refused here must not use it up.
         await self._auth.authorize(context, claims.tenant)
+        try:
+            self._verifier.spend(claims)
+        except TokenError as exc:
+            await self._refuse_token(exc, context)
         budget = fit_to_budget(
             [EvidenceItem(e.chunk_id, e.title, e.text) for e in request.evidence],
             self._opts.context_budget_tokens,

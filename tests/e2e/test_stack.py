@@ -247,6 +247,29 @@ def test_generator_refuses_forged_replayed_and_tampered_tokens_without_calling_t
     assert _llm_calls(stack) == before + 1
 
 
+def test_a_caller_refused_by_the_generator_does_not_use_up_the_pass_token(stack: Stack) -> None:
+    ch, gate = _gate(stack)
+    with ch:
+        d = gate.Evaluate(
+            gate_pb2.EvaluateRequest(tenant=TENANT, query=ANSWERED), metadata=client.metadata(KEY)
+        ).decision
+    assert d.outcome == gate_pb2.OUTCOME_PASS
+    req = generator_pb2.GenerateRequest(
+        pass_token=d.pass_token, query=ANSWERED, evidence=d.evidence
+    )
+    with grpc.insecure_channel(stack.address("GeneratorService")) as gch:
+        gen = generator_pb2_grpc.GeneratorServiceStub(gch)
+        for key, code in (
+            (None, grpc.StatusCode.UNAUTHENTICATED),
+            (OTHER_KEY, grpc.StatusCode.PERMISSION_DENIED),
+        ):
+            with pytest.raises(grpc.RpcError) as err:
+                list(gen.Generate(req, metadata=client.metadata(key), timeout=10))
+            assert err.value.code() == code
+        events = list(gen.Generate(req, metadata=client.metadata(KEY), timeout=10))
+    assert events[-1].final.verification.passed
+
+
 def test_reflection_lists_each_service_and_health(stack: Stack) -> None:
     names = set()
     for short in ("RetrievalService", "GateService", "GeneratorService"):

@@ -106,6 +106,17 @@ def test_each_mint_has_a_unique_id(key: Ed25519PrivateKey) -> None:
     assert len(ids) == 3
 
 
+def test_checking_does_not_spend_and_spending_twice_is_a_replay(key: Ed25519PrivateKey) -> None:
+    v, token = verifier(key), mint(key)
+    claims = v.check(token, QUERY, EVIDENCE)
+    assert v.check(token, QUERY, EVIDENCE) == claims
+    v.spend(claims)
+    with pytest.raises(TokenError) as err:
+        v.spend(claims)
+    assert err.value.reason == "TOKEN_REPLAYED"
+    assert reason(v, token) == "TOKEN_REPLAYED"
+
+
 def test_missing_token(key: Ed25519PrivateKey) -> None:
     assert reason(verifier(key), "") == "TOKEN_MISSING"
 
