@@ -85,8 +85,11 @@ class TokenSigner:
         confidence: float,
         clarify_only: bool = False,
         now: float | None = None,
+        titles: Sequence[str] | None = None,
     ) -> tuple[str, int]:
-        """Sign a token for ``evidence`` given as (chunk_id, text); returns (token, expires_at)."""
+        """Sign a token for ``evidence`` given as (chunk_id, text), with each item's title when
+        ``titles`` is given (the generator puts titles into its prompt, so they are signed as
+        well); returns (token, expires_at)."""
         issued = int(now if now is not None else time.time())
         expires = issued + self._ttl
         claims: dict[str, Any] = {
@@ -97,7 +100,7 @@ class TokenSigner:
             "jti": uuid.uuid4().hex,
             "tenant": tenant,
             "qh": query_sha256(query),
-            "ev": [{"id": cid, "h": text_sha256(text)} for cid, text in evidence],
+            "ev": _evidence_claims(list(evidence), titles),
             "pv": policy_version,
             "tier": tier,
             "conf": round(confidence, 4),
@@ -105,6 +108,17 @@ class TokenSigner:
         }
         token = jwt.encode(claims, self._key, algorithm=ALGORITHM, headers={"kid": self._kid})
         return token, expires
+
+
+def _evidence_claims(
+    evidence: Sequence[tuple[str, str]], titles: Sequence[str] | None
+) -> list[dict[str, str]]:
+    if titles is not None and len(titles) != len(evidence):
+        raise ValueError(f"{len(titles)} titles for {len(evidence)} evidence items")
+    items = [{"id": cid, "h": text_sha256(text)} for cid, text in evidence]
+    for item, title in zip(items, titles or (), strict=False):
+        item["th"] = text_sha256(title)
+    return items
 
 
 class ReplayStore(Protocol):
@@ -182,10 +196,16 @@ class TokenVerifier:
         self._replays = replay_store
         self._skew = clock_skew_seconds
 
-    def verify(self, token: str, query: str, evidence: Sequence[tuple[str, str]]) -> PassClaims:
+    def verify(
+        self,
+        token: str,
+        query: str,
+        evidence: Sequence[tuple[str, str]],
+        titles: Sequence[str] | None = None,
+    ) -> PassClaims:
         """Verify every claim against this request and spend the token; raises TokenError with
         a reason code."""
-        claims = self.check(token, query, evidence)
+        claims = self.check(token, query, evidence, titles)
         self.spend(claims)
         return claims
 
@@ -195,8 +215,17 @@ class TokenVerifier:
         if not self._replays.claim(claims.token_id, claims.expires_at):
             raise TokenError("TOKEN_REPLAYED", "pass token was already used")
 
-    def check(self, token: str, query: str, evidence: Sequence[tuple[str, str]]) -> PassClaims:
-        """Every claim against this request except replay (see :meth:`spend`)."""
+    def check(
+        self,
+        token: str,
+        query: str,
+        evidence: Sequence[tuple[str, str]],
+        titles: Sequence[str] | None = None,
+    ) -> PassClaims:
+        """Every claim against this request except replay (see :meth:`spend`). A title the
+        token signed must be sent unchanged (``titles``, one per item; none sent counts as
+        empty); a token minted without titles, by a gate older than title signing, leaves
+        them unchecked."""
         if not token:
             raise TokenError("TOKEN_MISSING", "a pass token is required")
         try:
@@ -234,6 +263,12 @@ class TokenVerifier:
         sent = [(cid, text_sha256(text)) for cid, text in evidence]
         if signed != sent:
             raise TokenError("EVIDENCE_MISMATCH", "the evidence is not what the gate admitted")
+        sent_titles = list(titles) if titles is not None else [""] * len(sent)
+        for item, title in zip(claims.get("ev", []), sent_titles, strict=False):
+            if "th" in item and item["th"] != text_sha256(title):
+                raise TokenError(
+                    "EVIDENCE_MISMATCH", f"evidence {item['id']}'s title is not what the gate sent"
+                )
         return PassClaims(
             token_id=str(claims["jti"]),
             tenant=str(claims.get("tenant", "")),

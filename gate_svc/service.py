@@ -471,6 +471,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
                 tenant=tenant,
                 query=query,
                 evidence=[(e.chunk_id, e.text) for e in out.evidence],
+                titles=[e.title for e in out.evidence],
                 policy_version=d.policy_version,
                 tier=d.tier,
                 confidence=d.confidence,

@@ -145,8 +145,9 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
             ).inc()
             await abort_invalid(context, v)
         evidence = [(e.chunk_id, e.text) for e in request.evidence]
+        titles = [e.title for e in request.evidence]
         try:
-            claims = self._verifier.check(request.pass_token, request.query, evidence)
+            claims = self._verifier.check(request.pass_token, request.query, evidence, titles)
         except TokenError as exc:
             await self._refuse_token(exc, context)
         # Authorised before the token is spent: a caller refused here must not use it up.
