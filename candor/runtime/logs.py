@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sys
@@ -33,9 +34,32 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str)
 
 
+class ClosedStreamDetachFilter(logging.Filter):
+    """Drops OpenTelemetry's "Failed to detach context" when a server stream was closed early.
+
+    The gRPC aio server interceptor holds its span's context across the handler's ``yield``s;
+    when a client cancels an ``Ask`` stream, the generator is closed from another context and
+    the detach fails (opentelemetry-python-contrib issue 2357, open upstream). The span still
+    ends; only the ERROR with its traceback is spurious, and it would page on a routine client
+    action. Detach failures with any other cause still log.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.getMessage() != "Failed to detach context" or not record.exc_info:
+            return True
+        cause = record.exc_info[1].__context__ if record.exc_info[1] else None
+        return not isinstance(cause, GeneratorExit | asyncio.CancelledError)
+
+
+_CLOSED_STREAM_DETACH = ClosedStreamDetachFilter()
+
+
 def configure_logging(level: str = "INFO") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    otel = logging.getLogger("opentelemetry.context")
+    if _CLOSED_STREAM_DETACH not in otel.filters:
+        otel.addFilter(_CLOSED_STREAM_DETACH)
