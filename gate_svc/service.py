@@ -26,7 +26,7 @@ from candor.runtime.deadline import DeadlineExhausted, downstream_timeout
 from candor.runtime.errors import FieldViolations, abort_info, abort_invalid
 from candor.runtime.metrics import LATENCY_BUCKETS, ServiceMetrics
 from candor.runtime.server import ServiceSpec
-from candor.runtime.validation import check_query, check_tenant
+from candor.runtime.validation import check_enum, check_query, check_tenant
 from candor.settings import Settings, SettingsError
 from candor.token import TokenSigner, load_or_create_signing_key, write_public_key
 from gate_svc.policy import (
@@ -239,10 +239,13 @@ class GateServicer(pb_grpc.GateServiceServicer):
         await self._retrieval_channel.close()
         await self._generator_channel.close()
 
-    async def _validate(self, tenant: str, query: str, context: grpc.aio.ServicerContext) -> None:
+    async def _validate(
+        self, tenant: str, query: str, mode: int, context: grpc.aio.ServicerContext
+    ) -> None:
         v = FieldViolations()
         check_tenant(tenant, v)
         check_query(query, self._s.max_query_chars, v)
+        check_enum(mode, retrieval_pb2.RetrievalMode.DESCRIPTOR, v, "mode")
         if v:
             await abort_invalid(context, v)
         await self._auth.authorize(context, tenant)
@@ -504,7 +507,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
     async def Evaluate(
         self, request: pb.EvaluateRequest, context: grpc.aio.ServicerContext
     ) -> pb.EvaluateResponse:
-        await self._validate(request.tenant, request.query, context)
+        await self._validate(request.tenant, request.query, request.mode, context)
         decision = await self._decide(
             request.tenant, request.query, request.language, request.mode, context
         )
@@ -513,7 +516,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
     async def Ask(
         self, request: pb.AskRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.AskResponse]:
-        await self._validate(request.tenant, request.query, context)
+        await self._validate(request.tenant, request.query, request.mode, context)
         decision = await self._decide(
             request.tenant, request.query, request.language, request.mode, context
         )

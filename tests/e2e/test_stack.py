@@ -183,6 +183,17 @@ def test_empty_or_huge_query_is_invalid_argument_with_field_violation(
     assert why in violations[0][1]
 
 
+def test_an_unknown_retrieval_mode_is_a_field_violation_at_the_gate(stack: Stack) -> None:
+    ch, gate = _gate(stack)
+    with ch, pytest.raises(grpc.RpcError) as err:
+        gate.Evaluate(
+            gate_pb2.EvaluateRequest(tenant=TENANT, query=ANSWERED, mode=99),  # type: ignore[arg-type]
+            metadata=client.metadata(KEY),
+        )
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert [f for f, _ in field_violations_of(err.value)] == ["mode"]
+
+
 def test_missing_tenant_is_a_field_violation_on_every_service(stack: Stack) -> None:
     with grpc.insecure_channel(stack.address("RetrievalService")) as ch:
         stub = retrieval_pb2_grpc.RetrievalServiceStub(ch)
