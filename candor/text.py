@@ -10,6 +10,17 @@ _WORD = re.compile(r"[\w][\w'’\-\.]*[\w]|[\w]", re.UNICODE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
 _BLOCK_START = re.compile(r"^\s*(#{1,6}\s|[-*+]\s|\d{1,3}[.)]\s)")
 _NUMBERED = re.compile(r"^\s*(\d{1,3}[.)])\s+")
+# Scripts written without spaces between words (Thai, Lao, Myanmar, Khmer, kana, bopomofo, CJK
+# ideographs, half-width katakana): split on whitespace, a whole paragraph of them is one
+# "word", so a 5,000-character Chinese document was one chunk embedded only up to its first
+# 256 tokens, and the generator's budget counted it as two tokens.
+_UNSPACED = (
+    "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3100-\u312f"
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
+)
+UNIT = re.compile(rf"[{_UNSPACED}]\s*|[^\s{_UNSPACED}]+\s*")
+"""A unit of text for chunk windows and token budgets, with its trailing whitespace: a
+whitespace-separated word, or one character of a script written without spaces."""
 
 STOPWORDS = frozenset(
     [
@@ -157,6 +168,12 @@ STOPWORDS = frozenset(
         "please",
     ]
 )
+
+
+def units(text: str) -> list[str]:
+    """The text's :data:`UNIT` s in order; joined, they give the text back without its leading
+    whitespace."""
+    return UNIT.findall(text)
 
 
 def words(text: str) -> list[str]:

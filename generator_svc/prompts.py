@@ -5,7 +5,8 @@ evidence applies, cite nothing and ask one clarifying question (seed 001); the U
 adds the caveat "This may be incomplete."; the gate's CLARIFY outcome gets a clarify-only prompt
 with no evidence; the reply is in the query's language.
 
-Token counts are estimates: whitespace-separated words x 1.3, rounded up (``estimate_tokens``).
+Token counts are estimates: words x 1.3, rounded up (``estimate_tokens``; a character of a script
+written without spaces counts as a word).
 BPE tokenizers average about 1.3 tokens per English word, more for numbers, code and many other
 languages, so set the budget with some headroom below the model's real context window.
 """
@@ -22,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from candor.text import UNIT, units
 from generator_svc.citations import CitationClaim
 from generator_svc.llm.base import EvidenceItem, GenerationInput
 
@@ -150,8 +152,9 @@ def render(t: PromptTemplates, inp: GenerationInput, *, native_citations: bool) 
 
 
 def estimate_tokens(text: str) -> int:
-    """Approximate LLM tokens: whitespace-separated words x 1.3, rounded up."""
-    return math.ceil(len(text.split()) * TOKENS_PER_WORD)
+    """Approximate LLM tokens: words (:data:`candor.text.UNIT`: each character of a script
+    written without spaces counts as one) x 1.3, rounded up."""
+    return math.ceil(len(units(text)) * TOKENS_PER_WORD)
 
 
 def evidence_tokens(item: EvidenceItem) -> int:
@@ -172,12 +175,12 @@ class BudgetedEvidence:
 
 
 def _cut_words(text: str, n_words: int) -> str:
-    """The first ``n_words`` whitespace-separated words of ``text``, formatting kept."""
+    """The first ``n_words`` words (:data:`candor.text.UNIT`) of ``text``, formatting kept."""
     if n_words <= 0:
         return ""
-    for i, match in enumerate(re.finditer(r"\S+", text), 1):
+    for i, match in enumerate(UNIT.finditer(text), 1):
         if i == n_words:
-            return text[: match.end()]
+            return text[: match.end()].rstrip()
     return text
 
 

@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from candor.text import units
 from retrieval_svc.embed.wordpiece import token_counts
 from retrieval_svc.stores.base import Chunk
 
@@ -133,8 +134,8 @@ def chunk_document(
         return [make(passage, 0, passage.text) for passage in passages(doc)]
     chunks: list[Chunk] = []
     for passage in passages(doc):
-        # Words keep their trailing whitespace so lists and line breaks survive chunking.
-        tokens = re.findall(r"\S+\s*", passage.text)
+        # Units keep their trailing whitespace so lists and line breaks survive chunking.
+        tokens = units(passage.text)
         costs = count([t.strip() for t in tokens])
         for c, (start, end) in enumerate(_windows(costs, chunk_tokens, overlap_tokens)):
             text = "".join(tokens[start:end]).strip()

@@ -133,6 +133,15 @@ def test_token_estimate_is_words_times_1_3_rounded_up() -> None:
     assert evidence_tokens(item("a", 10)) == 2 + 13
 
 
+def test_a_character_of_a_script_without_spaces_counts_as_a_word() -> None:
+    assert estimate_tokens("未使用的标签") == math.ceil(6 * 1.3)
+    assert estimate_tokens("Labels 未使用 expire") == math.ceil(5 * 1.3)
+    top = EvidenceItem("a", "", "未使用的标签可在购买后三十天内作废。" * 50)
+    b = fit_to_budget([top], 40)
+    assert b.truncated_chunk_id == "a" and b.tokens <= 40
+    assert top.text.startswith(b.kept[0].text) and len(b.kept[0].text) >= 25
+
+
 def test_everything_fits_nothing_trimmed() -> None:
     ev = [item("a", 10), item("b", 10)]
     b = fit_to_budget(ev, 1000)

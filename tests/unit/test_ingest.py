@@ -114,6 +114,25 @@ def test_a_word_longer_than_the_budget_gets_its_own_window() -> None:
     assert all(c.text for c in chunks)
 
 
+CHINESE = "退款政策适用于所有订单。未使用的标签可在购买后三十天内作废。" * 40
+"""A paragraph with no spaces: split on whitespace it would be a single "word"."""
+
+
+def test_text_without_spaces_is_windowed_like_text_with_them() -> None:
+    chunks = chunk_document(doc(CHINESE), 64, 8)
+    assert len(chunks) > len(CHINESE) // 64
+    assert all(sum(token_counts(list(c.text))) <= 64 for c in chunks)
+    # Each window continues the text: dropping its overlap, the windows spell the document.
+    assert chunks[0].text == CHINESE[: len(chunks[0].text)]
+    assert CHINESE.endswith(chunks[-1].text)
+
+
+def test_mixed_scripts_keep_their_spaces() -> None:
+    text = "Refunds 退款 take 5 days; 東京 office closed."
+    (chunk,) = chunk_document(doc(text), 200, 10)
+    assert chunk.text == text
+
+
 def test_each_section_is_its_own_parent() -> None:
     chunks = chunk_document(doc("Preamble.\n# A\nalpha text\n# B\nbeta text"), 60, 15)
     assert [(c.chunk_id, c.parent_id) for c in chunks] == [
