@@ -558,7 +558,8 @@ class GateServicer(pb_grpc.GateServiceServicer):
             check_tenant(request.tenant, v)
             if v:
                 await abort_invalid(context, v)
-            await self._auth.authorize(context, request.tenant)
+        # Without a tenant the reply is the global config: still only for a valid key.
+        await self._auth.authorize(context, request.tenant or None)
         active = self._policies.active
         reply = pb.GetPolicyResponse(
             active=_policy_info(active, request.tenant),

@@ -266,7 +266,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         check_enum(request.fusion, pb.FusionMethod.DESCRIPTOR, v, "fusion")
         if v:
             await abort_invalid(context, v)
-        await self._auth.authorize(context, request.tenant)
+        await self._auth.authorize(context, request.tenant, operator=request.include_unpublished)
         rewrite = await self._rewrite(request.query, context)
         weighted = request.fusion == pb.FUSION_METHOD_WEIGHTED_SCORE
         params = RetrieveParams(

@@ -43,8 +43,11 @@ class Authenticator:
                 return entry.tenants
         return None
 
-    async def authorize(self, context: grpc.aio.ServicerContext, tenant: str) -> None:
-        """Abort with UNAUTHENTICATED or PERMISSION_DENIED unless the caller may use ``tenant``."""
+    async def authorize(
+        self, context: grpc.aio.ServicerContext, tenant: str | None, *, operator: bool = False
+    ) -> None:
+        """Abort with UNAUTHENTICATED or PERMISSION_DENIED unless the caller may use ``tenant``
+        (None: any valid key will do). ``operator`` asks for a key of every tenant ("*")."""
         if not self._settings.enabled:
             return
         key = caller_api_key(context)
@@ -56,7 +59,14 @@ class Authenticator:
                 "API_KEY_INVALID",
                 f"missing or unknown API key (send it in '{API_KEY_HEADER}' metadata)",
             )
-        if "*" not in tenants and tenant not in tenants:
+        if operator and "*" not in tenants:
+            await abort_info(
+                context,
+                grpc.StatusCode.PERMISSION_DENIED,
+                "OPERATOR_ONLY",
+                "this request needs an operator key (tenants: ['*'])",
+            )
+        if tenant is not None and "*" not in tenants and tenant not in tenants:
             await abort_info(
                 context,
                 grpc.StatusCode.PERMISSION_DENIED,

@@ -317,6 +317,26 @@ def test_get_policy_reports_the_active_version(stack: Stack) -> None:
     assert reply.evidence_reader == reply.active.reader_model == model_digest()
 
 
+def test_the_global_policy_needs_a_key_and_unpublished_chunks_an_operator_key(
+    stack: Stack,
+) -> None:
+    ch, gate = _gate(stack)
+    with ch, pytest.raises(grpc.RpcError) as err:
+        gate.GetPolicy(gate_pb2.GetPolicyRequest())
+    assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    with grpc.insecure_channel(stack.address("RetrievalService")) as rch:
+        stub = retrieval_pb2_grpc.RetrievalServiceStub(rch)
+        with pytest.raises(grpc.RpcError) as err:
+            stub.Retrieve(
+                retrieval_pb2.RetrieveRequest(
+                    tenant=TENANT, query=ANSWERED, include_unpublished=True
+                ),
+                metadata=client.metadata(KEY),
+            )
+    assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert error_reason_of(err.value) == "OPERATOR_ONLY"
+
+
 def test_delete_removes_a_document_from_both_arms(stack: Stack) -> None:
     with grpc.insecure_channel(stack.address("RetrievalService")) as ch:
         stub = retrieval_pb2_grpc.RetrievalServiceStub(ch)
