@@ -209,15 +209,21 @@ def test_missing_tenant_is_a_field_violation_on_every_service(stack: Stack) -> N
     assert fields == {"tenant", "documents[0].document_id", "documents[0].text"}
 
 
-def test_generator_refuses_forged_replayed_and_tampered_tokens_without_calling_the_llm(
-    stack: Stack,
-) -> None:
+def _passed(stack: Stack) -> gate_pb2.Decision:
+    """The gate's decision on the answerable question, checked to be a pass."""
     ch, gate = _gate(stack)
     with ch:
         d = gate.Evaluate(
             gate_pb2.EvaluateRequest(tenant=TENANT, query=ANSWERED), metadata=client.metadata(KEY)
         ).decision
     assert d.outcome == gate_pb2.OUTCOME_PASS
+    return d
+
+
+def test_generator_refuses_forged_replayed_and_tampered_tokens_without_calling_the_llm(
+    stack: Stack,
+) -> None:
+    d = _passed(stack)
     before = _llm_calls(stack)
     with grpc.insecure_channel(stack.address("GeneratorService")) as gch:
         gen = generator_pb2_grpc.GeneratorServiceStub(gch)
@@ -265,12 +271,7 @@ def test_generator_refuses_forged_replayed_and_tampered_tokens_without_calling_t
 
 
 def test_a_caller_refused_by_the_generator_does_not_use_up_the_pass_token(stack: Stack) -> None:
-    ch, gate = _gate(stack)
-    with ch:
-        d = gate.Evaluate(
-            gate_pb2.EvaluateRequest(tenant=TENANT, query=ANSWERED), metadata=client.metadata(KEY)
-        ).decision
-    assert d.outcome == gate_pb2.OUTCOME_PASS
+    d = _passed(stack)
     req = generator_pb2.GenerateRequest(
         pass_token=d.pass_token, query=ANSWERED, evidence=d.evidence
     )
