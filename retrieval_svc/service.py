@@ -23,6 +23,7 @@ from candor.runtime.errors import FieldViolations, abort_info, abort_invalid
 from candor.runtime.metrics import LATENCY_BUCKETS, ServiceMetrics
 from candor.runtime.server import ServiceSpec
 from candor.runtime.validation import (
+    MAX_CURATED_CHARS,
     MAX_TITLE_CHARS,
     MAX_URI_CHARS,
     check_document_id,
@@ -365,10 +366,14 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             check_length(d.uri, MAX_URI_CHARS, v, f"{field}.uri")
             check_enum(d.source_kind, evidence_pb2.SourceKind.DESCRIPTOR, v, f"{field}.source_kind")
             if d.source_kind == evidence_pb2.SOURCE_KIND_CURATED_ANSWER:
+                # A curated answer is one chunk, question and answer together: bounded like one.
                 if is_blank(d.question):
                     v.add(f"{field}.question", "required for a curated answer")
                 else:
                     check_length(d.question, self._s.max_query_chars, v, f"{field}.question")
+                check_length(d.text, MAX_CURATED_CHARS, v, f"{field}.text")
+            elif d.question:
+                v.add(f"{field}.question", "only for a curated answer (SOURCE_KIND_CURATED_ANSWER)")
             if d.source_kind == evidence_pb2.SOURCE_KIND_HYPOTHETICAL_QUESTION:
                 v.add(
                     f"documents[{i}].source_kind",

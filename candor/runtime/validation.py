@@ -19,6 +19,8 @@ and a document whose id term is dropped can no longer be replaced or deleted the
 MAX_TITLE_CHARS: Final = 1000
 """A title is copied into every chunk of its document and read with each of them."""
 MAX_URI_CHARS: Final = 2048
+MAX_CURATED_CHARS: Final = 20_000
+"""A curated answer's text: it is not chunked, so it travels whole in every reply it is in."""
 
 
 def check_tenant(tenant: str, v: FieldViolations, field: str = "tenant") -> None:

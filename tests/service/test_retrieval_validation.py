@@ -18,7 +18,12 @@ from candor.common.v1 import evidence_pb2
 from candor.retrieval.v1 import retrieval_pb2 as pb
 from candor.retrieval.v1 import retrieval_pb2_grpc as pb_grpc
 from candor.runtime.errors import field_violations_of
-from candor.runtime.validation import MAX_ID_BYTES, MAX_TITLE_CHARS, MAX_URI_CHARS
+from candor.runtime.validation import (
+    MAX_CURATED_CHARS,
+    MAX_ID_BYTES,
+    MAX_TITLE_CHARS,
+    MAX_URI_CHARS,
+)
 from candor.settings import load_settings
 from tests.helpers import Stack, stack_env
 
@@ -73,6 +78,18 @@ CASES: dict[str, tuple[Call, str]] = {
     "text of zero-width characters": (_upsert(text="\u200b\ufeff \u2060"), "documents[0].text"),
     "curated question over the query limit": (
         _upsert(source_kind=evidence_pb2.SOURCE_KIND_CURATED_ANSWER, question="q" * 2001),
+        "documents[0].question",
+    ),
+    "curated answer longer than one chunk may be": (
+        _upsert(
+            source_kind=evidence_pb2.SOURCE_KIND_CURATED_ANSWER,
+            question="How long do tyres last?",
+            text="t " * (MAX_CURATED_CHARS // 2 + 1),
+        ),
+        "documents[0].text",
+    ),
+    "question on a document that is not a curated answer": (
+        _upsert(question="q" * 3_000_000),
         "documents[0].question",
     ),
     "NaN dense weight": (_retrieve(dense_weight=float("nan")), "dense_weight"),
