@@ -42,7 +42,7 @@ from retrieval_svc.hypothetical import (
     build_question_generator,
     questions_for_documents,
 )
-from retrieval_svc.ingest import SourceDocument
+from retrieval_svc.ingest import SourceDocument, sections
 from retrieval_svc.knowledge_base import (
     DENSE,
     KnowledgeBase,
@@ -362,6 +362,8 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
                 v.add(f"{field}.text", "required and must not be blank")
             elif len(d.text) > self._s.max_document_chars:
                 v.add(f"{field}.text", f"at most {self._s.max_document_chars} characters")
+            elif d.source_kind != evidence_pb2.SOURCE_KIND_CURATED_ANSWER and not sections(d.text):
+                v.add(f"{field}.text", "has no text to index outside its markdown headings")
             check_length(d.title, MAX_TITLE_CHARS, v, f"{field}.title")
             check_length(d.uri, MAX_URI_CHARS, v, f"{field}.uri")
             check_enum(d.source_kind, evidence_pb2.SourceKind.DESCRIPTOR, v, f"{field}.source_kind")

@@ -92,6 +92,7 @@ CASES: dict[str, tuple[Call, str]] = {
         _upsert(question="q" * 3_000_000),
         "documents[0].question",
     ),
+    "document of headings alone": (_upsert(text="# Tyres\n\n## Pressure\n"), "documents[0].text"),
     "NaN dense weight": (_retrieve(dense_weight=float("nan")), "dense_weight"),
     "infinite keyword weight": (_retrieve(keyword_weight=float("inf")), "keyword_weight"),
     "unknown mode": (_retrieve(mode=99), "mode"),
