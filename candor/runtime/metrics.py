@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -65,9 +66,12 @@ def _code_of(context: grpc.aio.ServicerContext, error: BaseException | None) -> 
                 return str(candidate.name)
     if error is None:
         return "OK"
-    if isinstance(error, grpc.aio.AbortError):
-        return "UNKNOWN"
-    return "CANCELLED" if isinstance(error, (KeyboardInterrupt,)) else "UNKNOWN"
+    # A caller that goes away (cancels, or its deadline passes) ends the handler with
+    # CancelledError, or a stream with GeneratorExit: that is CANCELLED, not a server fault,
+    # and UNKNOWN would page through CandorGrpcServerErrors.
+    if isinstance(error, asyncio.CancelledError | GeneratorExit):
+        return "CANCELLED"
+    return "UNKNOWN"
 
 
 class MetricsInterceptor(grpc.aio.ServerInterceptor):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from candor.cli.stack import start_stack
 from candor.gate.v1 import gate_pb2, gate_pb2_grpc
 from candor.runtime import logs
 from candor.settings import load_settings
-from tests.helpers import Stack, stack_env
+from tests.helpers import Stack, metric_value, scrape, stack_env
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "helpcentre"
 PASSED = "How do I turn on two-factor authentication?"
@@ -36,6 +37,19 @@ def log_lines(monkeypatch: pytest.MonkeyPatch) -> Iterator[io.StringIO]:
         root.setLevel(level)
 
 
+def _settled(stack: Stack, labels: dict[str, str], want: float) -> str:
+    """The gate's metrics once ``want`` calls with ``labels`` are counted: a cancelled handler
+    finishes on the server a moment after the client has moved on."""
+    deadline = time.monotonic() + 5
+    while True:
+        text = scrape(stack.metrics_port("GateService"))
+        if metric_value(text, "grpc_server_handled_total", labels) >= want:
+            return text
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{labels} counted fewer than {want} times:\n{text}")
+        time.sleep(0.05)
+
+
 def test_cancelled_ask_streams_log_no_error(tmp_path: Path, log_lines: io.StringIO) -> None:
     stack = Stack(lambda: start_stack(load_settings(env=stack_env(str(tmp_path / "data")))))
     try:
@@ -52,6 +66,9 @@ def test_cancelled_ask_streams_log_no_error(tmp_path: Path, log_lines: io.String
             # The stack still answers after the cancellations.
             events = list(gate.Ask(gate_pb2.AskRequest(tenant="t", query=PASSED), timeout=10))
             assert events[0].HasField("decision")
+        # Counted as the caller's doing, not as a server fault (UNKNOWN pages on-call).
+        metrics = _settled(stack, {"grpc_method": "Ask", "grpc_code": "CANCELLED"}, 3)
+        assert metric_value(metrics, "grpc_server_handled_total", {"grpc_code": "UNKNOWN"}) == 0
     finally:
         stack.stop()
     text = log_lines.getvalue()
