@@ -104,7 +104,11 @@ async def shutdown(services: Sequence[RunningService]) -> None:
     delay = max((svc.spec.settings.drain_delay_seconds for svc in services), default=0.0)
     log.info("shutting down: NOT_SERVING, draining", extra={"drain_delay_seconds": delay})
     await asyncio.sleep(delay)
-    await asyncio.gather(*(svc.stop() for svc in services))
+    # In reverse start order (start_stack starts the gate last): a service's callers have drained
+    # before it stops. Stopped together, the gate's in-flight Asks lost the generator mid-answer
+    # (UNAVAILABLE) or the retrieval arms (a refusal that was never the gate's judgement).
+    for svc in reversed(services):
+        await svc.stop()
     log.info("shutdown complete")
 
 
