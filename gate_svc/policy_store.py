@@ -3,7 +3,9 @@
 Kubernetes mounts a ConfigMap as a symlink that is swapped atomically, so the watcher reads
 the file's content on each poll and compares hashes instead of trusting mtimes. A new file
 must parse, validate and carry a new ``version``; anything else is rejected, logged and
-counted, and the running version keeps serving.
+counted once per distinct bad file, and the running version keeps serving. A version names one
+content for the life of the process: a file reusing a version this gate has run with other
+content is rejected, while going back to an earlier version's exact file (a rollback) loads.
 """
 
 from __future__ import annotations
@@ -45,51 +47,57 @@ class PolicyStore:
         self._path = Path(path) if path else DEFAULT_POLICY_PATH
         self._shadow_path = Path(shadow_path) if shadow_path else None
         self._on_reload = on_reload or (lambda role, result, version: None)
+        # Every version this process has run, with its content's sha256.
+        self._versions: dict[str, str] = {}
         self.active = self._load(self._path)
         self.shadow = self._load(self._shadow_path) if self._shadow_path else None
         self._task: asyncio.Task[None] | None = None
-        # A bad file is reported once, not on every poll until someone fixes it.
+        # What each role's file held when it was last rejected: a bad file is logged and
+        # counted once, not on every poll until someone fixes it (rejected() tells the gauge).
         self._rejected: dict[str, str] = {}
         self._events: list[tuple[str, str, str]] = []
+
+    def rejected(self, role: str) -> bool:
+        """Whether the file for ``role`` ("active", "shadow") was rejected at its last poll."""
+        return role in self._rejected
 
     def _load(self, path: Path) -> Loaded:
         try:
             text = path.read_text()
         except OSError as exc:
             raise PolicyError(f"cannot read {path}: {exc}") from exc
-        return Loaded(self._parse(text), time.time(), str(path))
+        config = self._parse(text)
+        self._versions.setdefault(config.version, config.sha256)
+        return Loaded(config, time.time(), str(path))
 
     def _parse(self, text: str) -> PolicyConfig:
         config = parse_policy(text)
         why = self._check(config)
         if why is not None:
             raise PolicyError(why)
+        known = self._versions.get(config.version)
+        if known is not None and known != config.sha256:
+            raise PolicyError(
+                f"version {config.version!r} already names other content in this gate "
+                f"(sha256 {known[:12]}…): versions are immutable, give the new thresholds a "
+                "new version"
+            )
         return config
 
     def _reload_one(self, role: str, path: Path, current: Loaded | None) -> Loaded | None:
         try:
             text = path.read_text()
         except OSError as exc:
-            self._reject(role, path, current, f"cannot read: {exc}")
+            self._reject(role, path, current, f"cannot read: {exc}", f"unreadable: {exc}")
             return current
-        if (
-            current is not None
-            and hashlib.sha256(text.encode()).hexdigest() == current.config.sha256
-        ):
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        if current is not None and digest == current.config.sha256:
+            self._rejected.pop(role, None)
             return current
         try:
             config = self._parse(text)
         except PolicyError as exc:
-            self._reject(role, path, current, str(exc))
-            return current
-        if current is not None and config.version == current.config.version:
-            self._reject(
-                role,
-                path,
-                current,
-                f"content changed but version {config.version!r} did not: versions are "
-                "immutable, give the new thresholds a new version",
-            )
+            self._reject(role, path, current, str(exc), digest)
             return current
         log.info(
             "threshold config loaded",
@@ -101,10 +109,14 @@ class PolicyStore:
             },
         )
         self._rejected.pop(role, None)
+        self._versions.setdefault(config.version, config.sha256)
         self._events.append((role, "success", config.version))
         return Loaded(config, time.time(), str(path))
 
-    def _reject(self, role: str, path: Path, current: Loaded | None, why: str) -> None:
+    def _reject(self, role: str, path: Path, current: Loaded | None, why: str, key: str) -> None:
+        if self._rejected.get(role) == key:
+            return
+        self._rejected[role] = key
         version = current.config.version if current else ""
         log.error(
             "threshold config rejected; keeping the running version",

@@ -8,6 +8,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
+from functools import partial
 from pathlib import Path
 
 import grpc
@@ -154,8 +155,15 @@ class GateMetrics:
             self.reader_fallbacks.labels(reason)
         self.reloads = Counter(
             "candor_gate_config_reloads_total",
-            "Threshold config loads by role and result.",
+            "Threshold config loads by role and result; a bad file counts once, not per poll.",
             ["role", "result"],
+            registry=r,
+        )
+        self.config_rejected = Gauge(
+            "candor_gate_config_rejected",
+            "1 while the role's threshold config file on disk is rejected and the previous "
+            "version keeps serving; 0 once the file loads or is put back.",
+            ["role"],
             registry=r,
         )
         self.policy_info = Gauge(
@@ -617,6 +625,9 @@ def build_gate(settings: Settings) -> ServiceSpec:
         check=lambda config: reader_mismatch(config, digest),
     )
 
+    for role in ("active", "shadow"):
+        gate_metrics.config_rejected.labels(role).set_function(partial(_flag, policies, role))
+
     def publish_versions() -> None:
         gate_metrics.policy_info.clear()
         gate_metrics.policy_info.labels("active", policies.active.config.version).set(1)
@@ -657,6 +668,10 @@ def build_gate(settings: Settings) -> ServiceSpec:
         on_start=on_start,
         on_stop=on_stop,
     )
+
+
+def _flag(policies: PolicyStore, role: str) -> float:
+    return 1.0 if policies.rejected(role) else 0.0
 
 
 def _load_reader(settings: Settings) -> EvidenceReader | None:

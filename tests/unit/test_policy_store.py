@@ -44,6 +44,45 @@ def test_invalid_or_same_version_files_are_rejected_and_the_old_one_keeps_servin
     assert events == [("active", "failure", "v1")]
 
 
+def test_a_bad_file_is_reported_once_and_flagged_until_it_is_fixed(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(V1)
+    events: list[tuple[str, str, str]] = []
+    store = PolicyStore(path, on_reload=lambda *e: events.append(e))
+    assert not store.rejected("active")
+    path.write_text("not: [valid")
+    for _ in range(3):
+        store.reload_now()
+    assert events == [("active", "failure", "v1")]
+    assert store.rejected("active")
+    path.write_text("still: [not valid")  # another bad file is news
+    store.reload_now()
+    assert events[-1] == ("active", "failure", "v1") and len(events) == 2
+    path.write_text(V1)  # put back: nothing to load, nothing rejected
+    store.reload_now()
+    assert not store.rejected("active") and len(events) == 2
+
+
+def test_a_version_names_one_content_and_a_rollback_to_it_loads(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(V1)
+    events: list[tuple[str, str, str]] = []
+    store = PolicyStore(path, on_reload=lambda *e: events.append(e))
+    path.write_text(V2)
+    store.reload_now()
+    path.write_text('version: "v1"\npolicy: seed003\n')  # v1's name, other thresholds
+    store.reload_now()
+    assert store.active.config.version == "v2" and store.rejected("active")
+    path.write_text(V1)  # the real v1: a rollback
+    store.reload_now()
+    assert (store.active.config.version, store.active.config.policy) == ("v1", "seed000")
+    assert events == [
+        ("active", "success", "v2"),
+        ("active", "failure", "v2"),
+        ("active", "success", "v1"),
+    ]
+
+
 def test_a_configmap_style_symlink_swap_is_picked_up(tmp_path: Path) -> None:
     # Kubernetes: policy.yaml -> ..data/policy.yaml, ..data -> ..2026_11_22_v1 (swapped atomically)
     for name, text in (("..v1", V1), ("..v2", V2)):
