@@ -59,6 +59,7 @@ from retrieval_svc.rewrite import (
     build_rewriter,
     rewrite_query,
 )
+from retrieval_svc.stores.data_dir import lock_embedded
 from retrieval_svc.stores.edge import EdgeDenseStore
 from retrieval_svc.stores.factory import open_dense, open_keyword
 
@@ -464,9 +465,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         )
 
 
-def build_retrieval(settings: Settings) -> ServiceSpec:
-    """Open the embedded stores and return the service ready to boot."""
-    data_dir = Path(settings.retrieval.data_dir)
+def _open_knowledge_base(settings: Settings, data_dir: Path) -> KnowledgeBase:
     embedder, query_embedder = open_embedders(settings.retrieval)
     check_collection(data_dir, embedder)
     dense = open_dense(settings.retrieval, embedder.dim)
@@ -477,7 +476,7 @@ def build_retrieval(settings: Settings) -> ServiceSpec:
                 "built the dense HNSW index",
                 extra={"seconds": round(time.perf_counter() - started, 1)},
             )
-    kb = KnowledgeBase(
+    return KnowledgeBase(
         embedder,
         dense,
         open_keyword(settings.retrieval),
@@ -486,6 +485,18 @@ def build_retrieval(settings: Settings) -> ServiceSpec:
         settings.retrieval.embed_batch_size,
         query_embedder=query_embedder,
     )
+
+
+def build_retrieval(settings: Settings) -> ServiceSpec:
+    """Open the embedded stores and return the service ready to boot."""
+    data_dir = Path(settings.retrieval.data_dir)
+    lock = lock_embedded(settings.retrieval)
+    try:
+        kb = _open_knowledge_base(settings, data_dir)
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
     metrics = ServiceMetrics()
     servicer = RetrievalServicer(
         kb,
@@ -499,6 +510,8 @@ def build_retrieval(settings: Settings) -> ServiceSpec:
     async def on_stop() -> None:
         await servicer.close()
         await asyncio.to_thread(kb.close)
+        if lock is not None:
+            lock.release()
 
     return ServiceSpec(
         name=SERVICE_NAME,

@@ -107,6 +107,7 @@ def parser() -> argparse.ArgumentParser:
 async def _serve(args: argparse.Namespace) -> int:
     from candor.cli.stack import start_stack
     from candor.runtime.server import serve_until_signal
+    from retrieval_svc.stores.data_dir import DataDirInUse
 
     try:
         settings = load_settings(args.config)
@@ -115,7 +116,11 @@ async def _serve(args: argparse.Namespace) -> int:
         return 2
     configure_logging(settings.log_level)
     started = time.perf_counter()
-    services = await start_stack(settings, args.service)
+    try:
+        services = await start_stack(settings, args.service)
+    except (SettingsError, DataDirInUse) as exc:
+        print(f"candor: cannot start: {exc}", file=sys.stderr)
+        return 2
     for svc in services:
         print(f"candor: {svc.spec.name} on {svc.address}", file=sys.stderr)
     if args.demo:
@@ -148,9 +153,15 @@ def _demo(services: list, started: float) -> None:  # type: ignore[type-arg]
 def _verify(args: argparse.Namespace) -> int:
     from retrieval_svc.embed.minilm import MiniLMEmbedder
     from retrieval_svc.reconcile import find_drift, repair
+    from retrieval_svc.stores.data_dir import DataDirInUse, lock_embedded
     from retrieval_svc.stores.factory import open_dense, open_keyword
 
     settings = load_settings(args.config)
+    try:
+        lock = lock_embedded(settings.retrieval)
+    except DataDirInUse as exc:
+        print(f"candor: {exc}", file=sys.stderr)
+        return 2
     dense = open_dense(settings.retrieval, MiniLMEmbedder.dim)
     keyword = open_keyword(settings.retrieval)
     try:
@@ -169,6 +180,8 @@ def _verify(args: argparse.Namespace) -> int:
     finally:
         dense.close()
         keyword.close()
+        if lock is not None:
+            lock.release()
 
 
 def _delegate(argv: list[str]) -> int | None:
