@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
@@ -14,6 +15,7 @@ from candor.common.v1 import evidence_pb2
 from candor.gate.v1 import gate_pb2, gate_pb2_grpc
 from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from candor.runtime.auth import API_KEY_HEADER
+from candor.runtime.errors import field_violations_of
 
 TEXT_SUFFIXES = {".md", ".markdown", ".txt"}
 _KINDS = {
@@ -33,19 +35,53 @@ def _title_of(text: str, fallback: str) -> str:
     return fallback
 
 
-def read_documents(path: Path) -> Iterator[retrieval_pb2.Document]:
-    """Markdown/text files (one document each) and JSONL (one object per line)."""
+NOT_CORPUS = frozenset({"README", "QUESTIONS", "LICENSE", "CHANGELOG", "CONTRIBUTING", "NOTICE"})
+"""File stems (any case) that describe a source tree rather than belong to it."""
+
+
+@dataclass
+class SourceNotes:
+    """What reading a source tree left out, file by file: said, never silent."""
+
+    skipped: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+
+def read_documents(
+    path: Path, notes: SourceNotes | None = None
+) -> Iterator[retrieval_pb2.Document]:
+    """Markdown/text files (one document each, id = file stem) and, given on its own, a JSONL
+    file (one object per line). Files left out are recorded in ``notes``."""
+    notes = notes if notes is not None else SourceNotes()
     files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
     for f in files:
-        if f.suffix.lower() in TEXT_SUFFIXES:
-            if f.name.isupper() or f.stem.upper() == f.stem:
-                continue  # README.md, QUESTIONS.md: about the corpus, not in it
-            text = f.read_text(encoding="utf-8")
+        suffix = f.suffix.lower()
+        if suffix in TEXT_SUFFIXES:
+            if f.stem.upper() in NOT_CORPUS:
+                notes.skipped.append(f"{f}: describes the tree, not part of it")
+                continue
+            try:
+                text = f.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                notes.failed.append(f"{f}: not readable as UTF-8 text ({exc})")
+                continue
+            if not text.strip():
+                notes.skipped.append(f"{f}: empty")
+                continue
             yield retrieval_pb2.Document(
                 document_id=f.stem, title=_title_of(text, f.stem), text=text, uri=str(f)
             )
-        elif f.suffix.lower() == ".jsonl" and path.is_file():
-            for n, line in enumerate(f.read_text(encoding="utf-8").splitlines(), start=1):
+        elif suffix == ".jsonl" and path.is_dir():
+            # A .jsonl in a tree is as often an evaluation file as a corpus: only on its own.
+            notes.skipped.append(f"{f}: JSONL rows are ingested only from the file given alone")
+        elif suffix != ".jsonl":
+            notes.skipped.append(f"{f}: not {', '.join(sorted(TEXT_SUFFIXES))} or .jsonl")
+        else:
+            try:
+                lines = f.read_text(encoding="utf-8").splitlines()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise SystemExit(f"{f}: not readable as UTF-8 text ({exc})") from exc
+            for n, line in enumerate(lines, start=1):
                 if not line.strip():
                     continue
                 try:
@@ -67,6 +103,20 @@ class IngestReport:
     written: int = 0
     failed: int = 0
     chunks: int = 0
+    skipped: int = 0
+
+
+def _unique_ids(docs: Sequence[retrieval_pb2.Document]) -> None:
+    """Two files with one stem would be one document, the second silently replacing the first."""
+    first: dict[str, str] = {}
+    for d in docs:
+        where = d.uri or d.document_id
+        if d.document_id in first:
+            raise SystemExit(
+                f"document id {d.document_id!r} comes from both {first[d.document_id]} and "
+                f"{where}: ids are file stems, so rename one (nothing was sent)"
+            )
+        first[d.document_id] = where
 
 
 def ingest(
@@ -78,8 +128,30 @@ def ingest(
     progress: Callable[[int, int], None] | None = None,
     hypothetical_questions: bool = False,
 ) -> IngestReport:
-    docs = list(read_documents(path))
-    return upsert(channel, docs, tenant, api_key, batch, progress, hypothetical_questions)
+    notes = SourceNotes()
+    docs = list(read_documents(path, notes))
+    _unique_ids(docs)
+    for line in notes.skipped:
+        print(f"  skipped: {line}", file=sys.stderr)
+    for line in notes.failed:
+        print(f"  failed: {line}", file=sys.stderr)
+    report = upsert(channel, docs, tenant, api_key, batch, progress, hypothetical_questions)
+    report.failed += len(notes.failed)
+    report.skipped = len(notes.skipped)
+    return report
+
+
+def _rejected_documents(exc: grpc.RpcError) -> dict[int, str] | None:
+    """Batch positions the service rejected, with why; None when the whole request was bad."""
+    if exc.code() != grpc.StatusCode.INVALID_ARGUMENT:  # type: ignore[attr-defined]
+        return None
+    out: dict[int, str] = {}
+    for name, why in field_violations_of(exc):
+        m = re.match(r"documents\[(\d+)\](?:\.(\w+))?", name)
+        if m is None:
+            return None
+        out.setdefault(int(m.group(1)), f"{m.group(2) or 'document'}: {why}")
+    return out or None
 
 
 def upsert(
@@ -99,15 +171,34 @@ def upsert(
     stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
     report = IngestReport()
     for start in range(0, len(docs), batch):
-        reply = stub.UpsertDocuments(
-            retrieval_pb2.UpsertDocumentsRequest(
-                tenant=tenant,
-                documents=docs[start : start + batch],
-                hypothetical_questions=hypothetical_questions,
-            ),
-            metadata=metadata(api_key),
-            timeout=300,
-        )
+        chunk = list(docs[start : start + batch])
+        while True:
+            try:
+                reply = stub.UpsertDocuments(
+                    retrieval_pb2.UpsertDocumentsRequest(
+                        tenant=tenant,
+                        documents=chunk,
+                        hypothetical_questions=hypothetical_questions,
+                    ),
+                    metadata=metadata(api_key),
+                    timeout=300,
+                )
+                break
+            except grpc.RpcError as exc:
+                # The service rejects a whole batch for one bad document and writes none of
+                # it: report those documents as failed and send the rest again.
+                rejected = _rejected_documents(exc)
+                if rejected is None:
+                    raise
+                for i, why in sorted(rejected.items()):
+                    report.failed += 1
+                    print(
+                        f"  failed: {chunk[i].uri or chunk[i].document_id}: {why}", file=sys.stderr
+                    )
+                chunk = [d for i, d in enumerate(chunk) if i not in rejected]
+                if not chunk:
+                    reply = retrieval_pb2.UpsertDocumentsResponse()
+                    break
         for r in reply.results:
             if r.outcome == retrieval_pb2.DOCUMENT_OUTCOME_FAILED:
                 report.failed += 1
@@ -122,6 +213,29 @@ def upsert(
         if progress is not None:
             progress(min(start + batch, len(docs)), len(docs))
     return report
+
+
+def delete(
+    channel: grpc.Channel, document_ids: Sequence[str], tenant: str, api_key: str | None
+) -> int:
+    """DeleteDocuments in calls of at most 500; prints the ids that were not there."""
+    stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
+    deleted = 0
+    for start in range(0, len(document_ids), 500):
+        reply = stub.DeleteDocuments(
+            retrieval_pb2.DeleteDocumentsRequest(
+                tenant=tenant, document_ids=document_ids[start : start + 500]
+            ),
+            metadata=metadata(api_key),
+            timeout=300,
+        )
+        for r in reply.results:
+            if r.outcome == retrieval_pb2.DOCUMENT_OUTCOME_DELETED:
+                deleted += 1
+            else:
+                outcome = retrieval_pb2.DocumentOutcome.Name(r.outcome)
+                print(f"  {r.document_id}: {outcome} {r.error}".rstrip(), file=sys.stderr)
+    return deleted
 
 
 def print_progress(done: int, total: int) -> None:

@@ -73,7 +73,8 @@ def parser() -> argparse.ArgumentParser:
     reindex = sub.add_parser(
         "reindex",
         help="re-ingest a source tree: replaces every document "
-        "it holds in both stores, repairing any drift for them",
+        "it holds in both stores, repairing any drift for them (documents no longer in the "
+        "tree stay: candor delete ID)",
     )
     reindex.add_argument("path", type=Path)
     reindex.add_argument(
@@ -83,6 +84,14 @@ def parser() -> argparse.ArgumentParser:
     )
     _common(reindex)
     reindex.set_defaults(target="127.0.0.1:50051")
+    delete = sub.add_parser(
+        "delete",
+        help="delete documents by id from both stores (reindex never removes a document "
+        "that left the source tree)",
+    )
+    delete.add_argument("document_ids", nargs="+", metavar="ID")
+    _common(delete)
+    delete.set_defaults(target="127.0.0.1:50051")
     ev = sub.add_parser("eval", help="evaluation: prepare a dataset, run it, report (docs/)")
     ev_sub = ev.add_subparsers(dest="eval_command", required=True)
     from evals.datasets.prepare import add_builders
@@ -235,9 +244,13 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 print(
                     f"ingested {report.written} documents ({report.chunks} chunks), "
-                    f"{report.failed} failed"
+                    f"{report.failed} failed, {report.skipped} files skipped"
                 )
                 return 1 if report.failed else 0
+            if args.command == "delete":
+                deleted = client.delete(channel, args.document_ids, args.tenant, args.api_key)
+                print(f"deleted {deleted} of {len(args.document_ids)} documents")
+                return 0
             if args.command == "ask":
                 result = client.ask(channel, args.question, args.tenant, args.api_key)
                 print(client.format_ask(result, args.debug))

@@ -1,0 +1,102 @@
+"""`candor ingest` / `reindex` / `delete` against a running retrieval service: every file is
+ingested, reported as failed or said to be skipped; none is lost in silence."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from candor.cli.main import main
+from candor.cli.stack import start_stack
+from candor.retrieval.v1 import retrieval_pb2 as pb
+from candor.retrieval.v1 import retrieval_pb2_grpc as pb_grpc
+from candor.settings import load_settings
+from tests.helpers import Stack, stack_env
+
+
+@pytest.fixture
+def target(tmp_path: Path) -> Iterator[str]:
+    stack = Stack(lambda: start_stack(load_settings(env=stack_env(str(tmp_path / "data")))))
+    try:
+        yield stack.address("RetrievalService")
+    finally:
+        stack.stop()
+
+
+def _ids(target: str) -> set[str]:
+    with grpc.insecure_channel(target) as ch:
+        reply = pb_grpc.RetrievalServiceStub(ch).Retrieve(
+            pb.RetrieveRequest(tenant="default", query="refund window policy", top_k=50)
+        )
+    return {c.document_id for c in reply.candidates}
+
+
+def _tree(root: Path, files: dict[str, str | bytes]) -> Path:
+    for name, body in files.items():
+        f = root / name
+        f.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(body, bytes):
+            f.write_bytes(body)
+        else:
+            f.write_text(body, encoding="utf-8")
+    return root
+
+
+def test_every_file_is_ingested_failed_or_skipped_out_loud(
+    tmp_path: Path, target: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = _tree(
+        tmp_path / "src",
+        {
+            "2024.md": "The 2024 refund policy: refunds within 30 days.",
+            "GDPR.md": "Refund requests under GDPR are answered within a month.",
+            "退款.md": "Refund window policy in Chinese: 退款期限为三十天。",
+            "README.md": "About this folder.",
+            "notes/empty.md": "   \n",
+            "latin1.md": "Caf\xe9 refund policy".encode("latin-1"),
+            "headings.md": "# Refunds\n\n## Window\n",
+            "big.txt": "refund " * 200_000,  # over the service's 1,000,000 characters
+            "rows.jsonl": '{"id": "r1", "text": "refund window"}\n',
+            "ok.md": "Our refund window policy is thirty days.",
+        },
+    )
+    code = main(["ingest", str(src), "--target", target])
+    out, err = capsys.readouterr()
+    assert code == 1  # some files failed
+    assert _ids(target) == {"2024", "GDPR", "退款", "ok"}
+    assert "ingested 4 documents" in out and "3 failed, 3 files skipped" in out
+    for name, why in (
+        ("latin1.md", "UTF-8"),
+        ("headings.md", "outside its markdown headings"),
+        ("big.txt", "at most 1000000 characters"),
+    ):
+        assert any(name in line and why in line for line in err.splitlines()), (name, err)
+    for name in ("README.md", "empty.md", "rows.jsonl"):
+        assert any("skipped" in line and name in line for line in err.splitlines()), name
+
+
+def test_one_stem_in_two_folders_stops_before_anything_is_sent(tmp_path: Path, target: str) -> None:
+    src = _tree(tmp_path / "src", {"a/refunds.md": "Refund window A.", "b/refunds.md": "B."})
+    with pytest.raises(SystemExit, match=r"'refunds' comes from both .*a/refunds.md and .*b/"):
+        main(["ingest", str(src), "--target", target])
+    assert _ids(target) == set()
+
+
+def test_reindex_keeps_what_left_the_tree_until_it_is_deleted(
+    tmp_path: Path, target: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = _tree(
+        tmp_path / "src",
+        {"keep.md": "Refund window policy: 30 days.", "gone.md": "Old refund window policy."},
+    )
+    assert main(["ingest", str(src), "--target", target]) == 0
+    (src / "gone.md").unlink()
+    assert main(["reindex", str(src), "--target", target]) == 0
+    assert _ids(target) == {"keep", "gone"}
+    assert main(["delete", "gone", "missing", "--target", target]) == 0
+    out, err = capsys.readouterr()
+    assert "deleted 1 of 2 documents" in out and "missing: DOCUMENT_OUTCOME_NOT_FOUND" in err
+    assert _ids(target) == {"keep"}
