@@ -223,6 +223,10 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
                 raise
 
     async def close(self) -> None:
+        # A write still landing (its caller cancelled, or the grace ran out) holds the lock:
+        # closing the stores under it would fail it half-way.
+        async with self._write_lock:
+            pass
         for client in (self._rewriter, self._questions):
             if client is not None:
                 await client.aclose()

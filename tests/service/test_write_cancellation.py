@@ -28,13 +28,15 @@ class Held(NamedTuple):
     release: threading.Event
     """Lets the first version's write through."""
     landed: threading.Event
-    """Set once it has been written."""
+    """Set once the write has run."""
+    outcomes: list[str]
+    """How it went for each document ("written", or "failed" with an exception)."""
 
 
 @pytest.fixture
 def held(monkeypatch: pytest.MonkeyPatch) -> Held:
     """The first version's write blocks in its thread until released."""
-    h = Held(threading.Event(), threading.Event())
+    h = Held(threading.Event(), threading.Event(), [])
     real = KnowledgeBase.upsert
 
     def upsert(self: KnowledgeBase, docs: Any, *args: Any, **kwargs: Any) -> Any:
@@ -42,17 +44,26 @@ def held(monkeypatch: pytest.MonkeyPatch) -> Held:
             return real(self, docs, *args, **kwargs)
         h.release.wait(30)
         try:
-            return real(self, docs, *args, **kwargs)
+            results = real(self, docs, *args, **kwargs)
+        except BaseException as exc:
+            h.outcomes.append(repr(exc))
+            raise
         finally:
             h.landed.set()
+        h.outcomes.extend(r.outcome for r in results)
+        return results
 
     monkeypatch.setattr(KnowledgeBase, "upsert", upsert)
     return h
 
 
+def _stack(tmp_path: Path, **env: str) -> Stack:
+    return Stack(lambda: start_stack(load_settings(env=stack_env(str(tmp_path / "data"), **env))))
+
+
 @pytest.fixture
 def stub(tmp_path: Path) -> Iterator[pb_grpc.RetrievalServiceStub]:
-    stack = Stack(lambda: start_stack(load_settings(env=stack_env(str(tmp_path / "data")))))
+    stack = _stack(tmp_path)
     try:
         with grpc.insecure_channel(stack.address("RetrievalService")) as ch:
             yield pb_grpc.RetrievalServiceStub(ch)
@@ -115,3 +126,23 @@ def test_a_delete_after_a_cancelled_upsert_stays_deleted(
 
     _after_a_cancelled_upsert(stub, held, delete)
     assert _texts(stub) == []
+
+
+def test_shutdown_waits_for_a_write_still_landing_before_closing_the_stores(
+    tmp_path: Path, held: Held
+) -> None:
+    # The grace runs out long before the write is let through.
+    stack = _stack(tmp_path, CANDOR_RETRIEVAL__SERVER__GRACE_SECONDS="0.1")
+    with (
+        grpc.insecure_channel(stack.address("RetrievalService")) as ch,
+        pytest.raises(grpc.RpcError),
+    ):
+        _upsert(pb_grpc.RetrievalServiceStub(ch), "first version of the policy", timeout=0.3)
+    stopping = threading.Thread(target=stack.stop)
+    stopping.start()
+    stopping.join(RELEASE_AFTER_SECONDS)
+    held.release.set()
+    stopping.join(30)
+    assert held.landed.wait(30)
+    assert held.outcomes == ["written"]
+    assert not stopping.is_alive()
