@@ -517,6 +517,10 @@ def _validate(s: Settings) -> None:
         ),
         (s.gate.translation.timeout_seconds > 0, "gate.translation.timeout_seconds must be > 0"),
         (s.gate.translation.cache_size >= 0, "gate.translation.cache_size must be >= 0"),
+        (
+            s.generator.clock_skew_seconds >= 0,
+            "generator.clock_skew_seconds must be >= 0 (a negative skew refuses every token)",
+        ),
     ]
     for key in s.auth.keys:
         checks.append((len(key.sha256) == 64, f"auth.keys[{key.name}].sha256 must be 64 hex chars"))

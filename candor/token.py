@@ -212,7 +212,9 @@ class TokenVerifier:
     def spend(self, claims: PassClaims) -> None:
         """Mark a checked token used; TOKEN_REPLAYED if it already was. Spend only once the
         caller is authorised, so a refused call leaves the token usable."""
-        if not self._replays.claim(claims.token_id, claims.expires_at):
+        # Remembered for as long as the token verifies, its skew included: forgotten any
+        # earlier, a pruned token could be spent again.
+        if not self._replays.claim(claims.token_id, claims.expires_at + self._skew):
             raise TokenError("TOKEN_REPLAYED", "pass token was already used")
 
     def check(
@@ -249,6 +251,12 @@ class TokenVerifier:
             )
         except jwt.ExpiredSignatureError as exc:
             raise TokenError("TOKEN_EXPIRED", "pass token has expired") from exc
+        except jwt.ImmatureSignatureError as exc:
+            raise TokenError(
+                "TOKEN_NOT_YET_VALID",
+                f"pass token is issued in the future beyond the allowed {self._skew}s clock skew: "
+                "the gate's clock is ahead of the generator's (check NTP)",
+            ) from exc
         except jwt.InvalidAudienceError as exc:
             raise TokenError("TOKEN_AUDIENCE", "pass token is for another audience") from exc
         except jwt.InvalidIssuerError as exc:

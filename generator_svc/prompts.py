@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from candor.text import UNIT, units
-from generator_svc.citations import CitationClaim
+from generator_svc.citations import CitationClaim, critical_tokens, normalise
 from generator_svc.llm.base import EvidenceItem, GenerationInput
 
 DEFAULT_TEMPLATES_PATH = Path(__file__).with_name("prompts_default.yaml")
@@ -226,6 +226,50 @@ _BULLET = re.compile(r"^\s*(?:[-*•+]|\d{1,3}[.)])\s+")
 _EDGE_JUNK = " \t\n.,;:!?)]}*_"
 
 
+# Markdown hides these when the answer is rendered: what they hold is neither shown nor cited.
+_HIDDEN = re.compile(r"<!--.*?(?:-->|$)|~~.*?~~", re.DOTALL)
+
+
+def visible_text(text: str) -> str:
+    """The answer as a reader sees it rendered: HTML comments and struck-through text removed."""
+    return _HIDDEN.sub(" ", text)
+
+
+def _states_nothing(sentence: str) -> bool:
+    """A question, a list label ("Steps:") or a word or two of filler: nothing to cite."""
+    bare = sentence.strip().strip("*_ ")
+    if bare.endswith(("?", "？", "؟")):
+        return True
+    stated = critical_tokens(normalise(bare))
+    return not stated and (bare.endswith(":") or len(bare.split()) < 3)
+
+
+def uncited_sentences(text: str, skip_first: bool = False) -> list[str]:
+    """Sentences of a ``cite_markers`` answer that state something but close no ``[n]``.
+
+    The prompt asks for a marker after every sentence that states a fact; one without is
+    checked by nothing, so it must not pass as verified. ``skip_first`` spares the UNCERTAIN
+    tier's caveat, which the model writes first in the answer's language.
+    """
+    visible = visible_text(text)
+    segments: list[tuple[str, bool]] = []
+    last_end = 0
+    for m in _MARKER.finditer(visible):
+        segments.append((visible[last_end : m.start()], True))
+        last_end = m.end()
+    segments.append((visible[last_end:], False))
+    out: list[str] = []
+    first = True
+    for segment, closed in segments:
+        pieces = [p.strip() for p in _SENTENCE_BREAK.split(segment) if p.strip(_EDGE_JUNK)]
+        for i, piece in enumerate(pieces):
+            spared = (closed and i == len(pieces) - 1) or (first and skip_first)
+            first = False
+            if not spared and not _states_nothing(_BULLET.sub("", piece)):
+                out.append(piece)
+    return out
+
+
 def _claim_text(segment: str) -> str:
     """The sentence a marker closes: the last sentence before it since the previous marker."""
     segment = segment.strip().lstrip(_EDGE_JUNK)
@@ -256,7 +300,8 @@ def parse_marked_citations(
     in the cited evidence for the citation to verify. A number outside the evidence list
     becomes a citation of ``[n]``, which verification reports as not admitted.
     """
-    out: dict[tuple[str, str], None] = {}
+    text = visible_text(text)
+    out: dict[tuple[str, str, str], None] = {}
     last_end = 0
     claim = ""
     for m in _MARKER.finditer(text):
@@ -265,11 +310,21 @@ def parse_marked_citations(
             claim = _claim_text(between)
         last_end = m.end()
         quote = _quote_of(claim)
+        # Only a quote inside the sentence leaves the rest of it to check (claim_holds).
+        sentence = claim.strip().rstrip(_EDGE_JUNK) if _QUOTED.search(claim) else ""
         for number in re.findall(r"\d+", m.group(1)):
-            out.setdefault((marker_chunk_id(int(number), evidence), quote), None)
-    return tuple(CitationClaim(chunk_id, quote) for chunk_id, quote in out)
+            out.setdefault((marker_chunk_id(int(number), evidence), quote, sentence), None)
+    return tuple(CitationClaim(*key) for key in out)
 
 
 def looks_like_clarification(text: str, citations: Sequence[CitationClaim]) -> bool:
-    """An answer that cites nothing and ends in a question is the seed-001 clarifying question."""
-    return not citations and text.rstrip().rstrip("\"'”»)").endswith(("?", "？", "؟"))
+    """An answer that cites nothing and is one question is the seed-001 clarifying question.
+
+    One sentence: "Codes last 90 days. Want to know more?" states an uncited fact first.
+    """
+    pieces = [p for p in _SENTENCE_BREAK.split(visible_text(text).strip()) if p.strip()]
+    return (
+        not citations
+        and len(pieces) == 1
+        and pieces[0].rstrip().rstrip("\"'”»)").endswith(("?", "？", "؟"))
+    )

@@ -227,14 +227,12 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
         self._m.tokens.labels(name, "output").inc(draft.output_tokens)
         checks = verify_citations(draft.citations, {e.chunk_id: e.text for e in request.evidence})
         failed = [c for c in checks if not c.verified]
-        passed = not failed and (bool(checks) or draft.is_clarification)
-        detail = (
-            ""
-            if passed
-            else f"{len(failed)} citation(s) did not hold"
-            if failed
-            else "the answer cites no evidence"
-        )
+        passed = not failed and not draft.unverifiable and (bool(checks) or draft.is_clarification)
+        problems = [f"{len(failed)} citation(s) did not hold"] if failed else []
+        problems += draft.unverifiable
+        if not checks and not draft.is_clarification and not draft.unverifiable:
+            problems.append("the answer cites no evidence")
+        detail = "" if passed else "; ".join(problems)
         grounded = self._groundedness(draft, budget.kept, claims.confidence)
         if grounded is not None and not grounded.passed:
             passed = False

@@ -26,6 +26,9 @@ class GenerationInput:
     clarify_only: bool = False
 
 
+TRUNCATED = "the answer was cut at the model's output limit"
+
+
 @dataclass(frozen=True)
 class Draft:
     text: str
@@ -33,6 +36,9 @@ class Draft:
     input_tokens: int
     output_tokens: int
     is_clarification: bool = False
+    unverifiable: tuple[str, ...] = ()
+    """Why the answer cannot pass verification whatever its citations hold: sentences that
+    state something and cite nothing, or an answer cut at the output limit."""
 
 
 class BackendError(Exception):

@@ -22,7 +22,13 @@ from cohere.core.api_error import ApiError
 from cohere.core.http_sse import SSEError
 
 from generator_svc.citations import CitationClaim
-from generator_svc.llm.base import BackendError, Draft, EvidenceItem, GenerationInput
+from generator_svc.llm.base import (
+    TRUNCATED,
+    BackendError,
+    Draft,
+    EvidenceItem,
+    GenerationInput,
+)
 from generator_svc.llm.retry import (
     RetryableError,
     RetryPolicy,
@@ -151,6 +157,7 @@ class CohereBackend:
         parts: list[str] = []
         citations: dict[tuple[str, str], None] = {}
         usage: tuple[int, int] | None = None
+        truncated = False
         ended = False
         try:
             event: Any = first
@@ -165,7 +172,8 @@ class CohereBackend:
                     for claim in _claims(event, inp.evidence):
                         citations.setdefault((claim.chunk_id, claim.quote), None)
                 elif kind == "message-end":
-                    usage = _end(event)
+                    *tokens, truncated = _end(event)
+                    usage = (tokens[0], tokens[1])
                     ended = True
                 try:
                     event = await events.__anext__()
@@ -187,13 +195,15 @@ class CohereBackend:
             raise BackendError("UPSTREAM_ERROR", "Cohere returned no text")
         claims = tuple(CitationClaim(c, q) for c, q in citations)
         input_tokens, output_tokens = usage or (0, 0)
+        clarification = inp.clarify_only or looks_like_clarification(text, claims)
         yield Draft(
             text,
             claims,
             input_tokens
             or estimate_tokens(inp.query) + sum(estimate_tokens(e.text) for e in inp.evidence),
             output_tokens or estimate_tokens(text),
-            is_clarification=inp.clarify_only or looks_like_clarification(text, claims),
+            is_clarification=clarification,
+            unverifiable=(TRUNCATED,) if truncated and not clarification else (),
         )
 
 
@@ -228,8 +238,9 @@ def _claims(event: Any, evidence: Sequence[EvidenceItem]) -> list[CitationClaim]
     return out
 
 
-def _end(event: Any) -> tuple[int, int]:
-    """Raise on an error finish; return (input, output) tokens, 0 where not reported."""
+def _end(event: Any) -> tuple[int, int, bool]:
+    """Raise on an error finish; return (input, output) tokens, 0 where not reported, and
+    whether the answer was cut at the output limit."""
     delta = getattr(event, "delta", None)
     finish = getattr(delta, "finish_reason", None)
     if finish in ("ERROR", "TIMEOUT") or getattr(delta, "error", None):
@@ -242,4 +253,5 @@ def _end(event: Any) -> tuple[int, int]:
     return (
         int(getattr(tokens, "input_tokens", 0) or 0),
         int(getattr(tokens, "output_tokens", 0) or 0),
+        finish == "MAX_TOKENS",
     )

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from generator_svc.llm.base import BackendError, Draft, GenerationInput
+from generator_svc.llm.base import TRUNCATED, BackendError, Draft, GenerationInput
 from generator_svc.llm.retry import (
     RetryableError,
     RetryPolicy,
@@ -30,6 +30,7 @@ from generator_svc.prompts import (
     looks_like_clarification,
     parse_marked_citations,
     render,
+    uncited_sentences,
 )
 
 log = logging.getLogger("candor.generator.llm")
@@ -173,9 +174,15 @@ class OpenAICompatBackend:
         text = "".join(parts)
         if not text.strip():
             raise BackendError("UPSTREAM_ERROR", f"the model returned no text (finish {finish!r})")
+        unverifiable = [
+            f"cites nothing: {sentence!r}"
+            for sentence in uncited_sentences(text, skip_first=inp.tier == "uncertain")
+        ]
         if finish == "length":
             log.warning("LLM answer hit max_tokens", extra={"backend": self.name})
+            unverifiable.append(TRUNCATED)
         citations = parse_marked_citations(text, inp.evidence)
+        clarification = inp.clarify_only or looks_like_clarification(text, citations)
         prompt_tokens = usage.get("prompt_tokens")
         completion_tokens = usage.get("completion_tokens")
         yield Draft(
@@ -183,7 +190,8 @@ class OpenAICompatBackend:
             citations,
             int(prompt_tokens) if isinstance(prompt_tokens, int) else self._estimate_input(body),
             int(completion_tokens) if isinstance(completion_tokens, int) else estimate_tokens(text),
-            is_clarification=inp.clarify_only or looks_like_clarification(text, citations),
+            is_clarification=clarification,
+            unverifiable=() if clarification else tuple(unverifiable),
         )
 
     @staticmethod

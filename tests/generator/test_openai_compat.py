@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from generator_svc.citations import verify_citations
-from generator_svc.llm.base import BackendError, Draft
+from generator_svc.llm.base import TRUNCATED, BackendError, Draft
 from generator_svc.llm.openai_compat import OpenAICompatBackend
 from generator_svc.prompts import load_templates
 from tests.generator.fakes import (
@@ -26,6 +26,7 @@ from tests.generator.fakes import (
     oa_answer_chunks,
     oa_chunk,
     oa_sse,
+    oa_usage,
 )
 
 TEMPLATES = load_templates()
@@ -118,6 +119,35 @@ async def test_a_question_without_citations_is_a_clarification() -> None:
     _, draft = await collect(backend(rec).stream(gen_input()))
     assert draft.is_clarification
     assert draft.citations == ()
+
+
+async def test_a_fact_before_a_question_is_no_clarification() -> None:
+    text = "Labels can be voided for 90 days. Want to know more?"
+    _, draft = await collect(backend(Recorder(ok(oa_answer_chunks([text])))).stream(gen_input()))
+    assert not draft.is_clarification
+    assert draft.unverifiable == ("cites nothing: 'Labels can be voided for 90 days.'",)
+
+
+async def test_uncited_and_hidden_sentences_are_unverifiable_and_the_caveat_is_spared() -> None:
+    text = (
+        "This may be incomplete. Labels are free to void forever. "
+        "You can void an unused label within 30 days of buying it. [1] "
+        '<!-- "Most refunds complete within 5 business days" --> Refunds are instant. [2]'
+    )
+    rec = Recorder(ok(oa_answer_chunks([text])))
+    _, draft = await collect(backend(rec).stream(gen_input(tier="uncertain")))
+    assert draft.unverifiable == ("cites nothing: 'Labels are free to void forever.'",)
+    # The hidden quote is not the claim: the visible sentence is, and it is not in evidence 2.
+    assert ("refunds#p2c0", "Refunds are instant", "") in {
+        (c.chunk_id, c.quote, c.sentence) for c in draft.citations
+    }
+
+
+async def test_an_answer_cut_at_the_output_limit_is_unverifiable() -> None:
+    chunks = [oa_chunk("", role="assistant"), oa_chunk("You can void an unused label [1]")]
+    chunks += [oa_chunk(finish="length"), oa_usage(100, 8)]
+    _, draft = await collect(backend(Recorder(ok(oa_sse(*chunks)))).stream(gen_input()))
+    assert TRUNCATED in draft.unverifiable
 
 
 async def test_clarify_only_sends_no_evidence() -> None:

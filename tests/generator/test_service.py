@@ -175,6 +175,23 @@ async def test_answer_streams_deltas_then_a_verified_final() -> None:
     assert m.tokens.labels("scripted", "output")._value.get() == 9
 
 
+async def test_an_unverifiable_answer_fails_verification_whatever_its_citations_hold() -> None:
+    uncited = "Refunds are paid in cash."
+    draft = Draft(
+        f"{uncited} {SENTENCE} [2]",
+        GOOD.citations,
+        10,
+        9,
+        unverifiable=(f"cites nothing: {uncited!r}",),
+    )
+    svc, m = servicer(ScriptedBackend(draft))
+    final = (await run(svc, request()))[-1].final
+    assert not final.verification.passed
+    assert final.tier == evidence_pb2.TIER_VERIFICATION_FAILED
+    assert uncited in final.verification.detail
+    assert m.verifications.labels("failed")._value.get() == 1
+
+
 async def test_evidence_over_the_budget_is_trimmed_lowest_ranked_first_and_reported() -> None:
     filler = " ".join(["word"] * 100)
     ev = (

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from generator_svc.citations import CitationClaim, normalise, quote_holds, verify_citations
+from generator_svc.citations import (
+    CitationClaim,
+    claim_holds,
+    normalise,
+    quote_holds,
+    verify_citations,
+)
 
 SOURCE = (
     "You can void an unused label within **30 days** of buying it. "
@@ -90,3 +96,58 @@ def test_verify_citations_of_nothing_is_nothing() -> None:
 )
 def test_quote_that_changes_the_meaning_does_not_hold(quote: str) -> None:
     assert quote_holds(quote, SOURCE) is False
+
+
+NEAR = (
+    "The app shows a new 6-digit code every 30 seconds. Fees rise by 2.5% after three months. "
+    "You should keep backup codes offline. Accounts older than a year keep the old plan."
+)
+
+
+@pytest.mark.parametrize(
+    "quote",
+    [
+        pytest.param("The app shows a new 30-digit code every 6 seconds.", id="numbers-swapped"),
+        pytest.param("Fees rise by 5.2% after three months.", id="decimal-digits-swapped"),
+        pytest.param("Fees rise by 2.5% after five months.", id="number-word"),
+        pytest.param("You shouldn't keep backup codes offline.", id="contracted-negation"),
+        pytest.param("Accounts younger than a year keep the old plan.", id="antonym"),
+    ],
+)
+def test_a_near_miss_of_the_evidence_does_not_hold(quote: str) -> None:
+    assert quote_holds(quote, NEAR) is False
+
+
+def test_misspellings_still_hold_beside_numbers() -> None:
+    assert quote_holds("The app shows a new 6-digit code evry 30 secnds.", NEAR) is True
+
+
+@pytest.mark.parametrize(
+    ("sentence", "quote", "why"),
+    [
+        pytest.param(
+            "SMS codes never expire and stay valid for 90 days",
+            "6-digit code every 30 seconds",
+            "states never, 90",
+            id="negation-and-number-beyond-the-quote",
+        ),
+        pytest.param(
+            'Backup codes cannot be kept at all, said "the"',
+            "the",
+            "too short",
+            id="one-word-quote",
+        ),
+    ],
+)
+def test_a_quote_does_not_carry_a_sentence_that_says_more(
+    sentence: str, quote: str, why: str
+) -> None:
+    assert why in claim_holds(sentence, quote, NEAR)
+
+
+def test_a_quote_carries_its_sentence_unless_the_sentence_adds_a_number_or_negation() -> None:
+    sentence = 'Every half minute you get "a new 6-digit code"'
+    assert claim_holds(sentence, "a new 6-digit code", NEAR) == (
+        "the sentence states half beyond its quote"
+    )
+    assert claim_holds('In the app, "a new 6-digit code" appears', "a new 6-digit code", NEAR) == ""

@@ -214,6 +214,23 @@ def test_expired_within_clock_skew_still_verifies(key: Ed25519PrivateKey) -> Non
     assert verifier(key).verify(token, QUERY, EVIDENCE).tenant == "acme"
 
 
+def test_a_token_from_a_gate_clock_ahead_says_so(key: Ed25519PrivateKey) -> None:
+    token = mint(key, now=time.time() + SKEW + 30)
+    assert reason(verifier(key), token) == "TOKEN_NOT_YET_VALID"
+
+
+def test_a_token_spent_within_its_skew_is_not_forgotten_when_the_store_prunes(
+    key: Ed25519PrivateKey,
+) -> None:
+    store = InMemoryReplayStore()
+    v = TokenVerifier({KID: key.public_key()}, ISS, AUD, store, SKEW)
+    token = mint(key, now=time.time() - TTL - 2)  # expired, but within the skew
+    v.verify(token, QUERY, EVIDENCE)
+    for i in range(10_001):  # long-expired ids: the next claim prunes the store
+        store.claim(f"old-{i}", 0)
+    assert reason(v, token) == "TOKEN_REPLAYED"
+
+
 def test_wrong_audience(key: Ed25519PrivateKey) -> None:
     assert reason(verifier(key), mint(key, audience="someone-else")) == "TOKEN_AUDIENCE"
 
