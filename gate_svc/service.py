@@ -24,7 +24,7 @@ from candor.generator.v1 import generator_pb2, generator_pb2_grpc
 from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from candor.runtime.auth import Authenticator, forwarded_metadata
 from candor.runtime.deadline import DeadlineExhausted, downstream_timeout
-from candor.runtime.errors import FieldViolations, abort_info, abort_invalid
+from candor.runtime.errors import FieldViolations, abort_info, abort_invalid, error_reason_of
 from candor.runtime.metrics import LATENCY_BUCKETS, ServiceMetrics
 from candor.runtime.server import ServiceSpec
 from candor.runtime.validation import check_enum, check_query, check_tenant
@@ -552,11 +552,20 @@ class GateServicer(pb_grpc.GateServiceServicer):
                 else:
                     yield pb.AskResponse(final=event.final)
         except grpc.aio.AioRpcError as exc:
-            log.warning("generation failed", extra={"code": exc.code().name})
+            cause = error_reason_of(exc)
+            log.warning("generation failed", extra={"code": exc.code().name, "cause": cause})
             code = exc.code()
-            if code in (grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL):
+            # A transport failure may pass on retry; the generator's own INTERNAL (the LLM
+            # rejected the request: a key, a model name) will not, so it is not UNAVAILABLE.
+            if code == grpc.StatusCode.UNKNOWN:
                 code = grpc.StatusCode.UNAVAILABLE
-            await abort_info(context, code, "GENERATION_FAILED", exc.details() or code.name)
+            await abort_info(
+                context,
+                code,
+                "GENERATION_FAILED",
+                exc.details() or code.name,
+                {"generator_reason": cause} if cause else None,
+            )
 
     async def GetPolicy(
         self, request: pb.GetPolicyRequest, context: grpc.aio.ServicerContext

@@ -90,14 +90,20 @@ def field_violations_of(error: grpc.RpcError) -> list[tuple[str, str]]:
     return out
 
 
-def error_reason_of(error: grpc.RpcError) -> str:
-    """Client side: the ErrorInfo reason of an error, or empty."""
+def error_info_of(error: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
+    """Client side: the ErrorInfo detail of an error (reason and metadata), if it has one."""
     status = rpc_status.from_call(error)  # type: ignore[arg-type]
     if status is None:
-        return ""
+        return None
     for detail in status.details:
         if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
             info = error_details_pb2.ErrorInfo()
             detail.Unpack(info)
-            return str(info.reason)
-    return ""
+            return info
+    return None
+
+
+def error_reason_of(error: grpc.RpcError) -> str:
+    """Client side: the ErrorInfo reason of an error, or empty."""
+    info = error_info_of(error)
+    return str(info.reason) if info is not None else ""

@@ -1,0 +1,52 @@
+"""An LLM that rejects the generator's request (a bad key) reaches the Ask caller as a failure
+that will not pass on retry, with the generator's reason, not as UNAVAILABLE."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grpc
+import httpx
+
+from candor.cli import client
+from candor.cli.stack import start_stack
+from candor.gate.v1 import gate_pb2, gate_pb2_grpc
+from candor.runtime.errors import error_info_of
+from candor.settings import load_settings
+from tests.helpers import Stack, stack_env
+from tests.llm.server import fake_llm
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "helpcentre"
+PASSED = "How do I turn on two-factor authentication?"
+
+
+def test_a_rejected_llm_request_is_internal_with_the_generators_reason(tmp_path: Path) -> None:
+    rejected = httpx.Response(401, json={"error": {"message": "invalid api key"}})
+    with fake_llm(lambda body: rejected) as llm:
+        env = stack_env(
+            str(tmp_path / "data"),
+            CANDOR_GENERATOR__BACKEND="openai_compat",
+            CANDOR_GENERATOR__OPENAI_COMPAT__BASE_URL=llm.base_url,
+            CANDOR_GENERATOR__OPENAI_COMPAT__MODEL="small",
+        )
+        stack = Stack(lambda: start_stack(load_settings(env=env)))
+        try:
+            with grpc.insecure_channel(stack.address("RetrievalService")) as ch:
+                assert client.ingest(ch, SAMPLES, "t", None).failed == 0
+            with grpc.insecure_channel(stack.address("GateService")) as ch:
+                stream = gate_pb2_grpc.GateServiceStub(ch).Ask(
+                    gate_pb2.AskRequest(tenant="t", query=PASSED), timeout=30
+                )
+                assert next(stream).decision.outcome == gate_pb2.OUTCOME_PASS
+                try:
+                    list(stream)
+                except grpc.RpcError as exc:
+                    error = exc
+                else:
+                    raise AssertionError("the Ask succeeded against a rejecting LLM")
+        finally:
+            stack.stop()
+    assert error.code() == grpc.StatusCode.INTERNAL
+    info = error_info_of(error)
+    assert info is not None and info.reason == "GENERATION_FAILED"
+    assert info.metadata["generator_reason"] == "LLM_UPSTREAM_REJECTED"
