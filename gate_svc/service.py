@@ -495,6 +495,20 @@ class GateServicer(pb_grpc.GateServiceServicer):
                 query, language, policy.refusal_messages, policy.default_language
             )
             out.refusal_message, out.refusal_language = message, lang
+        if d.outcome == CLARIFY:
+            # Seed 001: nothing matched, so Ask has the generator ask one clarifying question.
+            # The token admits no evidence and allows nothing but that question.
+            token, expires = self._signer.mint(
+                tenant=tenant,
+                query=query,
+                evidence=[],
+                policy_version=d.policy_version,
+                tier=d.tier,
+                confidence=d.confidence,
+                clarify_only=True,
+            )
+            out.pass_token = token
+            out.pass_token_expires_at.CopyFrom(Timestamp(seconds=expires))
         self._m.decisions.labels(d.outcome, d.reason, d.tier, d.policy_version).inc()
         self._m.confidence.labels(d.outcome).observe(d.confidence)
         log.info(
@@ -529,7 +543,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
             request.tenant, request.query, request.language, request.mode, context
         )
         yield pb.AskResponse(decision=decision)
-        if decision.outcome != pb.OUTCOME_PASS:
+        if decision.outcome not in (pb.OUTCOME_PASS, pb.OUTCOME_CLARIFY):
             return
         try:
             timeout = downstream_timeout(context, self._s.generation_timeout_seconds)
@@ -541,6 +555,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
                 query=request.query,
                 evidence=decision.evidence,
                 language=request.language,
+                clarify_only=decision.outcome == pb.OUTCOME_CLARIFY,
             ),
             timeout=timeout,
             metadata=forwarded_metadata(context),

@@ -288,6 +288,25 @@ def test_a_caller_refused_by_the_generator_does_not_use_up_the_pass_token(stack:
     assert events[-1].final.verification.passed
 
 
+def test_clarify_streams_one_clarifying_question_and_no_evidence(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text('version: "clarify-1"\npolicy: seed001\nclarify_on_no_hits: true\n')
+    env = stack_env(str(tmp_path / "data"), CANDOR_GATE__POLICY_PATH=str(policy))
+    s = Stack(lambda: start_stack(load_settings(env=env)))
+    try:
+        ch, gate = _gate(s)
+        with ch:  # an empty knowledge base: no hits at all
+            events = list(gate.Ask(gate_pb2.AskRequest(tenant="empty", query=ANSWERED), timeout=10))
+    finally:
+        s.stop()
+    decision, *answer = events
+    assert decision.decision.outcome == gate_pb2.OUTCOME_CLARIFY
+    assert list(decision.decision.evidence) == []
+    final = answer[-1].final
+    assert final.is_clarification and final.verification.passed
+    assert final.answer.endswith("?") and list(final.citations) == []
+
+
 def test_reflection_lists_each_service_and_health(stack: Stack) -> None:
     names = set()
     for short in ("RetrievalService", "GateService", "GeneratorService"):
