@@ -73,12 +73,18 @@ def detect_any_language(text: str) -> str | None:
     return str(lang) if probability >= MIN_PROBABILITY else None
 
 
+def hint_language(hint: str) -> str:
+    """The primary language of a caller's hint: BCP-47 uses "-", POSIX locales "_", so
+    "de_DE" is German too."""
+    return (hint or "").replace("_", "-").split("-")[0].lower()
+
+
 def refusal_message(
     query: str, hint: str, messages: Mapping[str, str], default_language: str = "en"
 ) -> tuple[str, str]:
     """(message, language): the hint if we have a message for it, else the detected language."""
     table = {**DEFAULT_MESSAGES, **messages}
-    lang = (hint or "").split("-")[0].lower()
+    lang = hint_language(hint)
     if lang not in table:
         lang = detect_language(query, default_language, tuple(table))
     if lang not in table:
@@ -106,7 +112,7 @@ class Refusal:
 
 def _wanted_language(query: str, hint: str, table: Mapping[str, str]) -> str | None:
     """The language to translate into, or None when the table path should answer."""
-    lang = (hint or "").split("-")[0].lower()
+    lang = hint_language(hint)
     if lang in table:
         return None
     if not _LANGUAGE_CODE.fullmatch(lang):  # also keeps a caller's string out of the prompt

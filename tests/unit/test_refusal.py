@@ -36,7 +36,7 @@ def test_refusal_message_follows_detected_language() -> None:
     assert (message, lang) == (DEFAULT_MESSAGES["de"], "de")
 
 
-@pytest.mark.parametrize("hint", ["de-DE", "de", "DE", "de-AT"])
+@pytest.mark.parametrize("hint", ["de-DE", "de", "DE", "de-AT", "de_DE"])
 def test_refusal_message_honours_a_language_hint(hint: str) -> None:
     message, lang = refusal_message("How do I reset my password?", hint, {})
     assert lang == "de"
