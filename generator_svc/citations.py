@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 _QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"', "„": '"', "´": "'", "`": "'"})
@@ -159,16 +159,25 @@ def claim_holds(claim: str, quote: str, source: str) -> str:
 
 
 def verify_citations(
-    citations: Sequence[CitationClaim], evidence: Mapping[str, str]
+    citations: Sequence[CitationClaim],
+    evidence: Mapping[str, str],
+    withheld: Collection[str] = (),
 ) -> list[CitationCheck]:
-    """Check each citation names admitted evidence and quotes it faithfully."""
+    """Check each citation names evidence the model was shown and quotes it faithfully.
+
+    ``evidence`` is what the model saw (after the context budget); ``withheld`` names admitted
+    chunks the budget kept from it, so citing one is reported as such.
+    """
     out = []
     for c in citations:
         source = evidence.get(c.chunk_id)
         if source is None:
-            out.append(
-                CitationCheck(c.chunk_id, c.quote, False, "cites evidence the gate did not admit")
+            why = (
+                "cites evidence trimmed from the model's context"
+                if c.chunk_id in withheld
+                else "cites evidence the gate did not admit"
             )
+            out.append(CitationCheck(c.chunk_id, c.quote, False, why))
         elif why := claim_holds(c.sentence or c.quote, c.quote, source):
             out.append(CitationCheck(c.chunk_id, c.quote, False, why))
         else:

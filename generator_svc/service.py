@@ -225,7 +225,12 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
         self._m.generation.labels(name).observe(time.perf_counter() - called)
         self._m.tokens.labels(name, "input").inc(draft.input_tokens)
         self._m.tokens.labels(name, "output").inc(draft.output_tokens)
-        checks = verify_citations(draft.citations, {e.chunk_id: e.text for e in request.evidence})
+        # Against what the model was shown: a chunk the budget trimmed (or cut) was not.
+        checks = verify_citations(
+            draft.citations,
+            {e.chunk_id: e.text for e in budget.kept},
+            withheld=budget.trimmed_chunk_ids,
+        )
         failed = [c for c in checks if not c.verified]
         passed = not failed and not draft.unverifiable and (bool(checks) or draft.is_clarification)
         problems = [f"{len(failed)} citation(s) did not hold"] if failed else []

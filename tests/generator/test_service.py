@@ -210,6 +210,17 @@ async def test_evidence_over_the_budget_is_trimmed_lowest_ranked_first_and_repor
     assert m.trimmed._value.get() == 1
 
 
+async def test_a_citation_of_evidence_the_budget_trimmed_fails_and_says_so() -> None:
+    filler = EvidenceItem("b#1", "B", " ".join(["word"] * 100))
+    cites_trimmed = Draft(f"{SENTENCE} [2]", (CitationClaim(TIMING.chunk_id, SENTENCE),), 10, 9)
+    svc, _ = servicer(ScriptedBackend(cites_trimmed), context_budget_tokens=150)
+    final = (await run(svc, request((filler, TIMING))))[-1].final
+    assert list(final.trimmed_chunk_ids) == [TIMING.chunk_id]
+    assert not final.verification.passed
+    (failed,) = final.verification.failed_citations
+    assert failed.failure == "cites evidence trimmed from the model's context"
+
+
 async def test_uncertain_tier_and_clarify_only_reach_the_backend() -> None:
     backend = ScriptedBackend(Draft("Which label?", (), 1, 2, is_clarification=True))
     svc, _ = servicer(backend)
