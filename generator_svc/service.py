@@ -282,6 +282,7 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
                 latency=latency,
                 backend=self._backend.name,
                 trimmed_chunk_ids=list(budget.trimmed_chunk_ids),
+                truncated_chunk_id=budget.truncated_chunk_id,
                 is_clarification=draft.is_clarification,
             )
         )

@@ -171,6 +171,7 @@ async def test_answer_streams_deltas_then_a_verified_final() -> None:
     final = out[-1].final
     assert final.verification.passed and final.tier == evidence_pb2.TIER_CONFIDENT
     assert final.backend == "scripted" and list(final.trimmed_chunk_ids) == []
+    assert final.truncated_chunk_id == ""
     assert calls(m, "scripted") == 1 and outcome(m, "scripted", "ok") == 1
     assert m.tokens.labels("scripted", "output")._value.get() == 9
 
@@ -219,6 +220,14 @@ async def test_a_citation_of_evidence_the_budget_trimmed_fails_and_says_so() -> 
     assert not final.verification.passed
     (failed,) = final.verification.failed_citations
     assert failed.failure == "cites evidence trimmed from the model's context"
+
+
+async def test_a_top_chunk_cut_to_fit_the_budget_is_reported() -> None:
+    top = EvidenceItem("b#1", "B", " ".join(["word"] * 100))
+    svc, _ = servicer(ScriptedBackend(GOOD), context_budget_tokens=40)
+    final = (await run(svc, request((top, TIMING))))[-1].final
+    assert final.truncated_chunk_id == "b#1"
+    assert list(final.trimmed_chunk_ids) == [TIMING.chunk_id]
 
 
 async def test_uncertain_tier_and_clarify_only_reach_the_backend() -> None:

@@ -26,7 +26,7 @@ from candor.common.v1 import evidence_pb2 as candor_dot_common_dot_v1_dot_eviden
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#candor/generator/v1/generator.proto\x12\x13\x63\x61ndor.generator.v1\x1a\x1f\x63\x61ndor/common/v1/evidence.proto\x1a\x1egoogle/protobuf/duration.proto\"\x8a\x01\n\x0fGenerateRequest\x12\x12\n\npass_token\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12,\n\x08\x65vidence\x18\x03 \x03(\x0b\x32\x1a.candor.common.v1.Evidence\x12\x10\n\x08language\x18\x04 \x01(\t\x12\x14\n\x0c\x63larify_only\x18\x05 \x01(\x08\"\x1b\n\x0b\x41nswerDelta\x12\x0c\n\x04text\x18\x01 \x01(\t\"4\n\x05Usage\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\r\x12\x15\n\routput_tokens\x18\x02 \x01(\r\"\xc5\x02\n\x0b\x41nswerFinal\x12\x0e\n\x06\x61nswer\x18\x01 \x01(\t\x12-\n\tcitations\x18\x02 \x03(\x0b\x32\x1a.candor.common.v1.Citation\x12\x34\n\x0cverification\x18\x03 \x01(\x0b\x32\x1e.candor.common.v1.Verification\x12$\n\x04tier\x18\x04 \x01(\x0e\x32\x16.candor.common.v1.Tier\x12)\n\x05usage\x18\x05 \x01(\x0b\x32\x1a.candor.generator.v1.Usage\x12*\n\x07latency\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0f\n\x07\x62\x61\x63kend\x18\x07 \x01(\t\x12\x19\n\x11trimmed_chunk_ids\x18\x08 \x03(\t\x12\x18\n\x10is_clarification\x18\t \x01(\x08\"\x81\x01\n\x10GenerateResponse\x12\x31\n\x05\x64\x65lta\x18\x01 \x01(\x0b\x32 .candor.generator.v1.AnswerDeltaH\x00\x12\x31\n\x05\x66inal\x18\x02 \x01(\x0b\x32 .candor.generator.v1.AnswerFinalH\x00\x42\x07\n\x05\x65vent2m\n\x10GeneratorService\x12Y\n\x08Generate\x12$.candor.generator.v1.GenerateRequest\x1a%.candor.generator.v1.GenerateResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#candor/generator/v1/generator.proto\x12\x13\x63\x61ndor.generator.v1\x1a\x1f\x63\x61ndor/common/v1/evidence.proto\x1a\x1egoogle/protobuf/duration.proto\"\x8a\x01\n\x0fGenerateRequest\x12\x12\n\npass_token\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12,\n\x08\x65vidence\x18\x03 \x03(\x0b\x32\x1a.candor.common.v1.Evidence\x12\x10\n\x08language\x18\x04 \x01(\t\x12\x14\n\x0c\x63larify_only\x18\x05 \x01(\x08\"\x1b\n\x0b\x41nswerDelta\x12\x0c\n\x04text\x18\x01 \x01(\t\"4\n\x05Usage\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\r\x12\x15\n\routput_tokens\x18\x02 \x01(\r\"\xe1\x02\n\x0b\x41nswerFinal\x12\x0e\n\x06\x61nswer\x18\x01 \x01(\t\x12-\n\tcitations\x18\x02 \x03(\x0b\x32\x1a.candor.common.v1.Citation\x12\x34\n\x0cverification\x18\x03 \x01(\x0b\x32\x1e.candor.common.v1.Verification\x12$\n\x04tier\x18\x04 \x01(\x0e\x32\x16.candor.common.v1.Tier\x12)\n\x05usage\x18\x05 \x01(\x0b\x32\x1a.candor.generator.v1.Usage\x12*\n\x07latency\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0f\n\x07\x62\x61\x63kend\x18\x07 \x01(\t\x12\x19\n\x11trimmed_chunk_ids\x18\x08 \x03(\t\x12\x18\n\x10is_clarification\x18\t \x01(\x08\x12\x1a\n\x12truncated_chunk_id\x18\n \x01(\t\"\x81\x01\n\x10GenerateResponse\x12\x31\n\x05\x64\x65lta\x18\x01 \x01(\x0b\x32 .candor.generator.v1.AnswerDeltaH\x00\x12\x31\n\x05\x66inal\x18\x02 \x01(\x0b\x32 .candor.generator.v1.AnswerFinalH\x00\x42\x07\n\x05\x65vent2m\n\x10GeneratorService\x12Y\n\x08Generate\x12$.candor.generator.v1.GenerateRequest\x1a%.candor.generator.v1.GenerateResponse0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,9 +40,9 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_USAGE']._serialized_start=295
   _globals['_USAGE']._serialized_end=347
   _globals['_ANSWERFINAL']._serialized_start=350
-  _globals['_ANSWERFINAL']._serialized_end=675
-  _globals['_GENERATERESPONSE']._serialized_start=678
-  _globals['_GENERATERESPONSE']._serialized_end=807
-  _globals['_GENERATORSERVICE']._serialized_start=809
-  _globals['_GENERATORSERVICE']._serialized_end=918
+  _globals['_ANSWERFINAL']._serialized_end=703
+  _globals['_GENERATERESPONSE']._serialized_start=706
+  _globals['_GENERATERESPONSE']._serialized_end=835
+  _globals['_GENERATORSERVICE']._serialized_start=837
+  _globals['_GENERATORSERVICE']._serialized_end=946
 # @@protoc_insertion_point(module_scope)

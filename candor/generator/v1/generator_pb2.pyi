@@ -39,7 +39,7 @@ class Usage(_message.Message):
     def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ...) -> None: ...
 
 class AnswerFinal(_message.Message):
-    __slots__ = ("answer", "citations", "verification", "tier", "usage", "latency", "backend", "trimmed_chunk_ids", "is_clarification")
+    __slots__ = ("answer", "citations", "verification", "tier", "usage", "latency", "backend", "trimmed_chunk_ids", "is_clarification", "truncated_chunk_id")
     ANSWER_FIELD_NUMBER: _ClassVar[int]
     CITATIONS_FIELD_NUMBER: _ClassVar[int]
     VERIFICATION_FIELD_NUMBER: _ClassVar[int]
@@ -49,6 +49,7 @@ class AnswerFinal(_message.Message):
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     TRIMMED_CHUNK_IDS_FIELD_NUMBER: _ClassVar[int]
     IS_CLARIFICATION_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
     answer: str
     citations: _containers.RepeatedCompositeFieldContainer[_evidence_pb2.Citation]
     verification: _evidence_pb2.Verification
@@ -58,7 +59,8 @@ class AnswerFinal(_message.Message):
     backend: str
     trimmed_chunk_ids: _containers.RepeatedScalarFieldContainer[str]
     is_clarification: bool
-    def __init__(self, answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[_evidence_pb2.Citation, _Mapping]]] = ..., verification: _Optional[_Union[_evidence_pb2.Verification, _Mapping]] = ..., tier: _Optional[_Union[_evidence_pb2.Tier, str]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., backend: _Optional[str] = ..., trimmed_chunk_ids: _Optional[_Iterable[str]] = ..., is_clarification: _Optional[bool] = ...) -> None: ...
+    truncated_chunk_id: str
+    def __init__(self, answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[_evidence_pb2.Citation, _Mapping]]] = ..., verification: _Optional[_Union[_evidence_pb2.Verification, _Mapping]] = ..., tier: _Optional[_Union[_evidence_pb2.Tier, str]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., backend: _Optional[str] = ..., trimmed_chunk_ids: _Optional[_Iterable[str]] = ..., is_clarification: _Optional[bool] = ..., truncated_chunk_id: _Optional[str] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
     __slots__ = ("delta", "final")
