@@ -57,14 +57,59 @@ FEATURES: tuple[str, ...] = (
 LOG_FEATURES = frozenset({"top_bm25", "bm25_per_query_term", "rrf_ratio", "cosine_ratio"})
 
 
-def read_rows(path: Path) -> list[dict[str, Any]]:
+def read_rows(path: Path, need: Sequence[str] = ("answerable", "signals")) -> list[dict[str, Any]]:
     """The rows of ``candor eval run``, less those recording a question that failed
-    (``error``: only a run against a deployment writes them)."""
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    (``error``: only a run against a deployment writes them). A file that is not such rows
+    stops with its name and line, not a traceback."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SystemExit(f"{path}: cannot read rows of `candor eval run`: {exc}") from exc
+    rows = []
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise SystemExit(f"{path}:{n}: not JSON ({exc.msg}): a cut-off run?") from exc
+        if not isinstance(row, dict) or ("error" not in row and any(k not in row for k in need)):
+            raise SystemExit(
+                f"{path}:{n}: not a row of `candor eval run` (needs {', '.join(need)}): "
+                "a dataset's questions.jsonl is the input of `eval run`, not of this command"
+            )
+        rows.append(row)
+    if not rows:
+        raise SystemExit(f"{path}: no rows")
     failed = sum(1 for r in rows if "error" in r)
     if failed:
         print(f"{path}: skipping {failed} row(s) of failed questions", file=sys.stderr)
     return [r for r in rows if "error" not in r]
+
+
+MIN_PER_CLASS = 3
+"""Fewer answerable or unanswerable train questions than this fit nothing worth shipping."""
+FEW_PER_CLASS = 30
+"""Below this, a bound's false-acceptance rate moves in steps of over 3%: said, not refused."""
+
+
+def check_train_size(rows: Sequence[dict[str, Any]]) -> None:
+    """Refuse a fit on too few train questions of either class; warn when they are few."""
+    positives = sum(1 for r in rows if r["answerable"])
+    counts = {"answerable": positives, "unanswerable": len(rows) - positives}
+    if min(counts.values()) < MIN_PER_CLASS:
+        raise SystemExit(
+            f"calibration needs at least {MIN_PER_CLASS} answerable and {MIN_PER_CLASS} "
+            f"unanswerable train questions; these rows have {counts['answerable']} and "
+            f"{counts['unanswerable']}"
+        )
+    for kind, count in counts.items():
+        if count < FEW_PER_CLASS:
+            print(
+                f"only {count} {kind} train questions: each one moves the fitted rates by "
+                f"{1 / count:.0%}; label more before trusting the bounds",
+                file=sys.stderr,
+            )
 
 
 def feature(row: dict[str, Any], name: str) -> float:
@@ -349,6 +394,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if not 0 <= args.read_floor_cost < 1:
         ap.error("--read-floor-cost must be in [0, 1)")
+    for flag, rate in (("--target-far", args.target_far), ("--confident-far", args.confident_far)):
+        # `not 0 <= x <= 1` is also true of NaN.
+        if not 0 <= rate <= 1:
+            ap.error(f"{flag} must be a rate in [0, 1], got {rate}")
     if args.weight is not None and len(args.weight) != len(args.results):
         ap.error(
             f"--weight given {len(args.weight)} time(s) for {len(args.results)} results file(s)"
@@ -374,6 +423,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         sources.append(train)
     rows = [r for train in sources for r in train]
+    check_train_size(rows)
     weights = (
         None if args.weight is None else source_weights([len(t) for t in sources], args.weight)
     )

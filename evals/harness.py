@@ -334,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="extra threshold config(s) to evaluate (e.g. a calibrated one)",
     )
-    ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--limit", type=int, default=0, help="the first N questions; 0: all")
     source = ap.add_mutually_exclusive_group()
     # No default here: argparse only sees a conflict with --target for a non-default value.
     source.add_argument("--embedder", default=None, help="default minilm")
@@ -359,6 +359,8 @@ def main(argv: list[str] | None = None) -> int:
 
     remote.add_arguments(ap)
     args = ap.parse_args(argv)
+    if args.limit < 0:
+        ap.error("--limit must be >= 0 (0: every question)")
     if args.reader and args.target:
         ap.error("--reader applies in process: a deployment reads with its own reader")
     code = remote.main(ap, args)

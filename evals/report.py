@@ -170,12 +170,15 @@ def _plots(rows: Sequence[dict[str, Any]], out_dir: Path, stem: str) -> list[str
     import matplotlib.pyplot as plt
 
     answerable = [bool(r["answerable"]) for r in rows]
+    # One class only (a split with no negatives, say): no ROC to draw; the tables show none.
+    both = len(set(answerable)) == 2
     files = []
     fig, (roc, rc) = plt.subplots(1, 2, figsize=(11, 4.5))
     for name in _policies(rows):
         scores = [float(r["policies"][name]["confidence"]) for r in rows]
-        curve = metrics.roc_curve(scores, answerable)
-        roc.plot([p.far for p in curve], [1 - p.frr for p in curve], label=name)
+        if both:
+            curve = metrics.roc_curve(scores, answerable)
+            roc.plot([p.far for p in curve], [1 - p.frr for p in curve], label=name)
         risk = metrics.risk_coverage(scores, [not a for a in answerable])
         rc.plot([p.coverage for p in risk.points], [p.risk for p in risk.points], label=name)
     roc.plot([0, 1], [0, 1], ":", color="grey")
@@ -189,7 +192,10 @@ def _plots(rows: Sequence[dict[str, Any]], out_dir: Path, stem: str) -> list[str
         ylabel="risk (unanswerable among answered)",
         title="Risk-coverage",
     )
-    roc.legend(fontsize=8)
+    if both:
+        roc.legend(fontsize=8)
+    else:
+        roc.set_title("ROC: needs both answerable and unanswerable questions")
     fig.tight_layout()
     files.append(f"{stem}-roc.png")
     fig.savefig(out_dir / files[-1], dpi=110)
@@ -387,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.bootstrap < 0:
         ap.error("--bootstrap must be >= 0")
-    rows = read_rows(args.results)
+    rows = read_rows(args.results, need=("answerable", "signals", "policies"))
     _add_seed001_refit(rows)
     named: set[str] = set()
     for path in args.policy:

@@ -220,6 +220,17 @@ def _delegate(argv: list[str]) -> int | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from evals.datasets.format import DatasetFormatError
+
+    try:
+        return _main(argv)
+    except DatasetFormatError as exc:
+        # Every problem is already "path:line: message"; a traceback would bury them.
+        print(f"candor: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     delegated = _delegate(argv)
     if delegated is not None:

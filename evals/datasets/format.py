@@ -324,6 +324,8 @@ def load_dataset(directory: Path | str) -> Dataset:
     problems: list[str] = []
     corpus = _read_corpus(root / CORPUS_FILE, problems)
     questions = _read_questions(root / QUESTIONS_FILE, problems)
+    if not questions and (root / QUESTIONS_FILE).exists():
+        problems.append(f"{root / QUESTIONS_FILE}: no questions")
     ids = {p.id for p, _ in corpus}
     for q, where in questions:
         missing = [g for g in q.gold_ids if g not in ids]
@@ -336,6 +338,8 @@ def load_dataset(directory: Path | str) -> Dataset:
             loaded = json.loads(manifest_path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
             problems.append(f"{manifest_path}:{exc.lineno}: invalid JSON ({exc.msg})")
+        except UnicodeDecodeError as exc:
+            problems.append(f"{manifest_path}: not UTF-8 ({exc.reason} at byte {exc.start})")
         else:
             if isinstance(loaded, dict):
                 manifest = loaded

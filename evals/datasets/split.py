@@ -113,4 +113,13 @@ def run(args: argparse.Namespace) -> int:
     }
     write_built(args.out, ds.corpus, questions, manifest)
     print(f"wrote {args.out}: {json.dumps(manifest['split_x_kind'])}", file=sys.stderr)
+    for kind in sorted({q.kind for q in questions}):
+        lacking = [s for s in ("train", "test") if not counts[f"{s}:{kind}"]]
+        if lacking:
+            # Too few groups of this kind to deal both ways: calibrate or the report will lack it.
+            print(
+                f"warning: no {kind} questions in the {' or '.join(lacking)} split; "
+                "label more of them (in separate passages) for both splits to have some",
+                file=sys.stderr,
+            )
     return 0

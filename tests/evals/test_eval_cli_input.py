@@ -1,0 +1,116 @@
+"""The evaluation tools on a customer's own, imperfect inputs: a clear message naming the file,
+line or flag, never a traceback and never a config fitted on nonsense."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from candor.cli.main import main
+from evals import calibrate, report
+from tests.evals.test_calibrate_sources import _rows, _write
+
+
+@pytest.mark.parametrize("rate", ["-0.1", "1.5", "nan", "inf"])
+@pytest.mark.parametrize("flag", ["--target-far", "--confident-far"])
+def test_a_rate_outside_0_1_is_refused(
+    tmp_path: Path, flag: str, rate: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = _write(tmp_path / "rows.jsonl", _rows(40, 1, 1.0))
+    out = tmp_path / "c.yaml"
+    with pytest.raises(SystemExit):
+        calibrate.main([str(rows), "--out", str(out), f"{flag}={rate}"])
+    assert f"{flag} must be a rate in [0, 1]" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_too_few_of_a_class_is_refused_and_few_is_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "c.yaml"
+    tiny = _write(tmp_path / "tiny.jsonl", _rows(4, 1, 1.0))  # 2 answerable, 2 not
+    with pytest.raises(SystemExit, match="at least 3 answerable and 3 unanswerable"):
+        calibrate.main([str(tiny), "--out", str(out)])
+    assert not out.exists()
+    small = _write(tmp_path / "small.jsonl", _rows(20, 1, 1.0))
+    assert calibrate.main([str(small), "--out", str(out)]) == 0
+    assert "only 10 unanswerable train questions" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        ('{"id": "q1", "answerable": true, "sig', r"rows.jsonl:1: not JSON"),
+        ('{"id": "q1", "question": "Why?", "answerable": true}', r"rows.jsonl:1: not a row of"),
+        ("", r"rows.jsonl: no rows"),
+    ],
+)
+def test_a_file_that_is_not_rows_is_named_with_its_line(
+    tmp_path: Path, content: str, why: str
+) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_text(content + "\n")
+    for run in (
+        lambda: calibrate.main([str(path), "--out", str(tmp_path / "c.yaml")]),
+        lambda: report.main([str(path)]),
+    ):
+        with pytest.raises(SystemExit, match=why):
+            run()
+    with pytest.raises(SystemExit, match=r"missing\.jsonl: cannot read"):
+        calibrate.main([str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "c.yaml")])
+
+
+def test_a_report_on_one_class_writes_its_tables_and_plots(tmp_path: Path) -> None:
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    texts = ["Tyres run at 80 psi.", "Chains need oil monthly.", "Brakes wear in a year."]
+    (ds / "corpus.jsonl").write_text(
+        "".join(
+            json.dumps({"id": f"p{i}", "title": "Bikes", "text": t}) + "\n"
+            for i, t in enumerate(texts)
+        )
+    )
+    questions = ["What pressure do tyres run at?", "How often do chains need oil?"]
+    (ds / "questions.jsonl").write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": f"q{i}",
+                    "question": q,
+                    "answerable": True,
+                    "gold_ids": [f"p{i}"],
+                    "split": "test",
+                }
+            )
+            + "\n"
+            for i, q in enumerate(questions)
+        )
+    )
+    rows = tmp_path / "rows.jsonl"
+    assert main(["eval", "run", str(ds), "--out", str(rows), "--no-answers"]) == 0
+    out = tmp_path / "report.md"
+    assert report.main([str(rows), "--split", "test", "--out", str(out)]) == 0
+    assert out.exists() and list(tmp_path.glob("*.png"))
+
+
+def test_dataset_problems_are_listed_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    (ds / "corpus.jsonl").write_text(json.dumps({"id": "p1", "title": "T", "text": "x"}) + "\n")
+    (ds / "questions.jsonl").write_text("")
+    (ds / "manifest.json").write_bytes(b'{"name": "caf\xe9"}')
+    code = main(["eval", "run", str(ds), "--out", str(tmp_path / "rows.jsonl")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "questions.jsonl: no questions" in err and "manifest.json: not UTF-8" in err
+    assert "Traceback" not in err
+
+
+def test_a_negative_limit_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["eval", "run", str(tmp_path), "--out", str(tmp_path / "r.jsonl"), "--limit", "-3"])
+    assert "--limit must be >= 0" in capsys.readouterr().err
