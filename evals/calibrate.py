@@ -21,6 +21,7 @@ import argparse
 import hashlib
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -319,6 +320,11 @@ def reader_model(rows: Sequence[dict[str, Any]]) -> str:
     return known[0] if known and "" not in models else ""
 
 
+def _sha256(path: Path) -> str:
+    """Which rows a config was fitted on, whatever the file is called later."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def write_config(
     fitted: dict[str, Any],
     out: Path,
@@ -353,7 +359,10 @@ def write_config(
     )
     parse_policy(text)  # the gate must accept what we write
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
+    # A gate may be polling this path: it must see the old file or the new one, never half.
+    partial = out.with_name(f".{out.name}.partial")
+    partial.write_text(text)
+    os.replace(partial, out)
     return version
 
 
@@ -438,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     if model and fitted["calibrated"]["coefficients"].get("reader"):
         fitted["calibrated"]["reader_model"] = model
     provenance = args.source or " + ".join(
-        str(p) + ("" if args.weight is None else f" (weight {w:g})")
+        f"{p} (sha256 {_sha256(p)[:12]}" + ("" if args.weight is None else f", weight {w:g}") + ")"
         for p, w in zip(args.results, args.weight or [1.0] * len(args.results), strict=True)
     )
     version = write_config(

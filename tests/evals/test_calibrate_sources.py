@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from pathlib import Path
@@ -75,7 +76,11 @@ def test_calibrate_pools_files_with_weights_and_records_them(tmp_path: Path) -> 
     args = [str(a), str(b), "--out", str(out), "--target-far", "0.2", "--confident-far", "0.05"]
     assert calibrate.main([*args, "--weight", "0.75", "--weight", "0.25"]) == 0
     cfg = parse_policy(out.read_text())
-    assert f"{a} (weight 0.75) + {b} (weight 0.25)" in cfg.calibrated.fitted_on
+    digest = {p: hashlib.sha256(p.read_bytes()).hexdigest()[:12] for p in (a, b)}
+    assert (
+        f"{a} (sha256 {digest[a]}, weight 0.75) + {b} (sha256 {digest[b]}, weight 0.25)"
+        in cfg.calibrated.fitted_on
+    )
     assert "n=800" in cfg.calibrated.fitted_on  # train rows only
     # The fit and its bound follow the weights: the same files unweighted give another model.
     plain = tmp_path / "plain.yaml"
