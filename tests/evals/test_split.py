@@ -87,3 +87,15 @@ def test_cli_writes_a_split_copy_and_refuses_to_overwrite_splits(tmp_path: Path)
         prepare.main(["split", str(src), "--out", str(src)])
     with pytest.raises(SystemExit, match="between 0 and 1"):
         prepare.main(["split", str(src), "--out", str(tmp_path / "x"), "--test-fraction", "0"])
+
+
+def test_a_kind_that_reaches_one_split_only_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    one_near_miss = [q for q in _questions() if q.kind != "near_miss"]
+    one_near_miss.append(Question("n0", "when did it happen?", False, (), "near_miss"))
+    src = _write(tmp_path, one_near_miss)
+    assert prepare.main(["split", str(src), "--out", str(tmp_path / "split")]) == 0
+    err = capsys.readouterr().err
+    assert "warning: no near_miss questions in the" in err
+    assert "warning: no answerable" not in err and "warning: no topic_absent" not in err
