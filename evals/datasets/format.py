@@ -146,12 +146,16 @@ class DatasetFormatError(ValueError):
 
 def _rows(path: Path, problems: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        raw = path.read_bytes()
     except FileNotFoundError:
         problems.append(f"{path}: file not found")
         return
+    try:
+        # utf-8-sig: a byte-order mark, as some editors write, is not part of the first row.
+        lines = raw.decode("utf-8-sig").splitlines()
     except UnicodeDecodeError as exc:
-        problems.append(f"{path}: not UTF-8 ({exc})")
+        at = raw[: exc.start].count(b"\n") + 1
+        problems.append(f"{path}:{at}: not UTF-8 ({exc.reason} at byte {exc.start})")
         return
     for n, line in enumerate(lines, start=1):
         if not line.strip():

@@ -147,3 +147,19 @@ def test_separate_loaders_and_missing_files(tmp_path: Path) -> None:
     (tmp_path / "manifest.json").write_text("[1]")
     with pytest.raises(DatasetFormatError, match="expected a JSON object"):
         load_dataset(tmp_path)
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_row_and_bad_bytes_name_their_line(
+    tmp_path: Path,
+) -> None:
+    _write(tmp_path / "corpus.jsonl", CORPUS)
+    _write(tmp_path / "questions.jsonl", QUESTIONS)
+    for name in ("corpus.jsonl", "questions.jsonl"):
+        path = tmp_path / name
+        path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    ds = load_dataset(tmp_path)
+    assert [p.id for p in ds.corpus] == ["d1", "d2"] and len(ds.questions) == 3
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_bytes(corpus.read_bytes().replace(b"Labels", b"Lab\xe9ls"))
+    with pytest.raises(DatasetFormatError, match=r"corpus\.jsonl:2: not UTF-8"):
+        load_dataset(tmp_path)
