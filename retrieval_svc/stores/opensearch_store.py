@@ -207,6 +207,11 @@ class OpenSearchKeywordStore:
         # visible at once. "Not among them" is by _id rather than by generation: exact even
         # when a retry repeats the same generation, and it never races the overwritten old
         # versions of reused ids.
+        # A bulk write to a missing index makes OpenSearch create it with a dynamic mapping, in
+        # which tenant becomes analysed text: "acme" would then match "Acme-Corp". Every write
+        # first checks the index is there with candor's mapping (recreating it if it was deleted
+        # behind our back, refusing a wrong one), like start-up does.
+        self._ensure_index()
         latest: dict[tuple[str, str], Sequence[Chunk]] = {}
         for tenant, document_id, chunks in documents:
             for c in chunks:

@@ -240,6 +240,22 @@ def test_tenants_are_isolated(store: OpenSearchKeywordStore) -> None:
     assert [h.chunk.tenant for h in store.search("acme", "refund", 10)] == ["acme"]
 
 
+def test_an_index_deleted_behind_its_back_comes_back_with_its_mapping(
+    store: OpenSearchKeywordStore, client: OpenSearch, index_name: str
+) -> None:
+    store.replace("acme", "refunds", [chunk("acme", "refunds", 0, REFUNDS)])
+    client.indices.delete(index=index_name)
+    # Written to a missing index, OpenSearch would map tenant as analysed text ("acme" matching
+    # "Acme-Corp") and document_id likewise, so deletes would miss.
+    store.replace("Acme-Corp", "secret", [chunk("Acme-Corp", "secret", 0, REFUNDS)])
+    store.replace("acme", "refunds", [chunk("acme", "refunds", 0, REFUNDS)])
+    assert [h.chunk.tenant for h in store.search("acme", "refund", 10)] == ["acme"]
+    assert [h.chunk.tenant for h in store.search("Acme-Corp", "refund", 10)] == ["Acme-Corp"]
+    assert store.delete("Acme-Corp", "secret") == 1
+    mapping = client.indices.get_mapping(index=index_name)[index_name]["mappings"]
+    assert mapping["dynamic"] == "strict" and mapping["properties"]["tenant"]["type"] == "keyword"
+
+
 # --- writes -----------------------------------------------------------------------------------
 
 
