@@ -127,9 +127,12 @@ class KnowledgeBase:
         self._dense, self._keyword = dense, keyword
         self._chunk_tokens, self._overlap = chunk_tokens, overlap_tokens
         self._batch = batch_size
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="arm")
+        # One pool per arm: a keyword store that hangs holds its threads until its client times
+        # out, and in a shared pool that starved the dense arm too (both arms down, not one).
+        self._dense_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="dense-arm")
+        self._keyword_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="keyword-arm")
         # Some embedders (Cohere) embed queries differently from documents.
-        self._queries = QueryBatcher(query_embedder or embedder, self._pool)
+        self._queries = QueryBatcher(query_embedder or embedder, self._dense_pool)
         self._ingest_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ingest-embed")
 
     def upsert(
@@ -239,7 +242,7 @@ class KnowledgeBase:
         vector = await self._queries.embed(p.query)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
-            self._pool,
+            self._dense_pool,
             self._dense.search,
             p.tenant,
             vector,
@@ -250,7 +253,7 @@ class KnowledgeBase:
     async def _keyword_arm(self, p: RetrieveParams) -> list[Hit]:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
-            self._pool, self._keyword.search, p.tenant, p.query, p.candidate_pool
+            self._keyword_pool, self._keyword.search, p.tenant, p.query, p.candidate_pool
         )
 
     async def _run_arm(
@@ -316,7 +319,7 @@ class KnowledgeBase:
         loop = asyncio.get_running_loop()
         try:
             found = await asyncio.wait_for(
-                loop.run_in_executor(self._pool, self._keyword.get, tenant, ids), budget
+                loop.run_in_executor(self._keyword_pool, self._keyword.get, tenant, ids), budget
             )
         except Exception as exc:
             log.warning("cannot read passages for question hits", extra={"error": repr(exc)})
@@ -334,7 +337,8 @@ class KnowledgeBase:
         return fusion.drop_and_rerank(fused, dropped)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._dense_pool.shutdown(wait=False, cancel_futures=True)
+        self._keyword_pool.shutdown(wait=False, cancel_futures=True)
         self._ingest_pool.shutdown(wait=False, cancel_futures=True)
         self._dense.close()
         self._keyword.close()

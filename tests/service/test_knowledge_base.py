@@ -118,6 +118,25 @@ def test_a_slow_arm_times_out_within_its_budget(kb: KnowledgeBase) -> None:
     assert result.candidates[0].chunk.document_id == "bread"
 
 
+def test_a_hung_keyword_store_does_not_take_the_dense_arm_down_with_it(kb: KnowledgeBase) -> None:
+    real = kb._keyword.search
+
+    def hung(*args: object) -> list[Hit]:
+        time.sleep(1.5)  # holds its thread, as a stalled OpenSearch does until its client times out
+        return real(*args)  # type: ignore[arg-type]
+
+    kb._keyword.search = hung  # type: ignore[method-assign]
+
+    async def many() -> list[object]:
+        params = RetrieveParams(tenant="t1", query="bicycle tyre pressure")
+        return await asyncio.gather(*(kb.retrieve(params, 0.5) for _ in range(8)))
+
+    results = asyncio.run(many())
+    for result in results:
+        states = {a.arm: a.state for a in result.arms}  # type: ignore[attr-defined]
+        assert states == {"dense": "ok", "keyword": "timeout"}, states
+
+
 def test_delete_removes_from_both_stores(kb: KnowledgeBase) -> None:
     [res] = kb.delete("t1", ["bread"])
     assert res.outcome == "deleted" and res.chunks == 1
