@@ -219,8 +219,9 @@ class KnowledgeBase:
         results = []
         for doc_id in document_ids:
             try:
-                n = self._dense.delete(tenant, doc_id)
-                self._keyword.delete(tenant, doc_id)
+                # Either store may hold chunks a failed earlier delete left behind: a retry that
+                # finds them only in the keyword store has still deleted the document.
+                n = max(self._dense.delete(tenant, doc_id), self._keyword.delete(tenant, doc_id))
             except Exception as exc:
                 log.exception("delete failed", extra={"document_id": doc_id})
                 results.append(DocumentWrite(doc_id, "failed", 0, f"{type(exc).__name__}: {exc}"))

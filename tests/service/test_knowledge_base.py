@@ -137,6 +137,24 @@ def test_a_hung_keyword_store_does_not_take_the_dense_arm_down_with_it(kb: Knowl
         assert states == {"dense": "ok", "keyword": "timeout"}, states
 
 
+def test_a_delete_retried_after_one_store_failed_reports_deleted(kb: KnowledgeBase) -> None:
+    real = kb._keyword.delete
+
+    def down(tenant: str, document_id: str) -> int:
+        raise ConnectionError("keyword store down")
+
+    kb._keyword.delete = down  # type: ignore[method-assign]
+    [first] = kb.delete("t1", ["bread"])
+    assert first.outcome == "failed"
+    kb._keyword.delete = real  # type: ignore[method-assign]
+    [retry] = kb.delete("t1", ["bread"])
+    assert (retry.outcome, retry.chunks) == ("deleted", 1)
+    assert all(
+        c.chunk.document_id != "bread"
+        for c in _retrieve(kb, "sourdough starter", mode="keyword").candidates
+    )
+
+
 def test_delete_removes_from_both_stores(kb: KnowledgeBase) -> None:
     [res] = kb.delete("t1", ["bread"])
     assert res.outcome == "deleted" and res.chunks == 1
