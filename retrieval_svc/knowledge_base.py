@@ -97,6 +97,15 @@ def check_collection(data_dir: Path, embedder: Embedder) -> None:
     marker.write_text(json.dumps(want))
 
 
+def collection_dim(data_dir: Path) -> int | None:
+    """The vector size the embedded collection was built with, if it records one."""
+    marker = data_dir / "collection.json"
+    if not marker.exists():
+        return None
+    dim = json.loads(marker.read_text()).get("dim")
+    return int(dim) if isinstance(dim, int) else None
+
+
 RETRY_DELAYS = (0.05, 0.2, 0.5)
 
 

@@ -161,6 +161,7 @@ def _demo(services: list, started: float) -> None:  # type: ignore[type-arg]
 
 def _verify(args: argparse.Namespace) -> int:
     from retrieval_svc.embed.minilm import MiniLMEmbedder
+    from retrieval_svc.knowledge_base import collection_dim
     from retrieval_svc.reconcile import find_drift, repair
     from retrieval_svc.stores.data_dir import DataDirInUse, lock_embedded
     from retrieval_svc.stores.factory import open_dense, open_keyword
@@ -171,7 +172,10 @@ def _verify(args: argparse.Namespace) -> int:
     except DataDirInUse as exc:
         print(f"candor: {exc}", file=sys.stderr)
         return 2
-    dense = open_dense(settings.retrieval, MiniLMEmbedder.dim)
+    # The size the collection was built with (recorded beside it), not the default
+    # embedder's: a collection built by Cohere or the multilingual model has other vectors.
+    dim = collection_dim(Path(settings.retrieval.data_dir)) or MiniLMEmbedder.dim
+    dense = open_dense(settings.retrieval, dim)
     keyword = open_keyword(settings.retrieval)
     try:
         drifts = find_drift(dense.inventory(), keyword.inventory())
