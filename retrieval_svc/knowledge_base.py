@@ -172,11 +172,32 @@ class KnowledgeBase:
         try:
             self._write(planned, progress)
             written = {d.document_id: _written(d, cs) for d, cs in planned}
-        except Exception:
-            log.exception("batch upsert failed; writing documents one at a time")
-            for doc, chunks in planned:
-                written[doc.document_id] = self._upsert_one(doc, chunks)
+        except Exception as exc:
+            down = self._unreachable()
+            if down:
+                # One document at a time would repeat the same failure, retries and timeouts
+                # included, once per document while holding the write lock (minutes for a
+                # 200-document call): fail them all now; the caller retries when it is back.
+                log.error("batch upsert failed: %s", down, extra={"error": repr(exc)})
+                why = f"{down}: {type(exc).__name__}: {exc}"
+                written = {
+                    d.document_id: DocumentWrite(d.document_id, "failed", 0, why)
+                    for d, _ in planned
+                }
+            else:
+                log.exception("batch upsert failed; writing documents one at a time")
+                for doc, chunks in planned:
+                    written[doc.document_id] = self._upsert_one(doc, chunks)
         return [empty.get(d.document_id) or written[d.document_id] for d in documents]
+
+    def _unreachable(self) -> str:
+        """Which store cannot answer at all (a cheap count), or "" when both can."""
+        for arm, store in ((DENSE, self._dense), (KEYWORD, self._keyword)):
+            try:
+                store.count()
+            except Exception as exc:
+                return f"the {arm} store is unreachable ({type(exc).__name__})"
+        return ""
 
     def _embed(
         self, chunks: Sequence[Chunk], progress: Callable[[int, int], None] | None

@@ -155,6 +155,28 @@ def test_a_delete_retried_after_one_store_failed_reports_deleted(kb: KnowledgeBa
     )
 
 
+def test_with_a_store_down_a_batch_fails_at_once_not_document_by_document(
+    kb: KnowledgeBase,
+) -> None:
+    calls = 0
+
+    def down(*args: object) -> None:
+        nonlocal calls
+        calls += 1
+        raise ConnectionError("keyword store down")
+
+    def unreachable() -> int:
+        raise ConnectionError("keyword store down")
+
+    kb._keyword.replace_many = down  # type: ignore[method-assign]
+    kb._keyword.count = unreachable  # type: ignore[method-assign]
+    docs = [SourceDocument("t1", f"d{i}", "T", f"Text number {i}.", 1) for i in range(30)]
+    results = kb.upsert(docs)
+    assert {r.outcome for r in results} == {"failed"}
+    assert all("the keyword store is unreachable" in r.error for r in results)
+    assert calls == 4  # the batch and its three retries; no document alone
+
+
 def test_delete_removes_from_both_stores(kb: KnowledgeBase) -> None:
     [res] = kb.delete("t1", ["bread"])
     assert res.outcome == "deleted" and res.chunks == 1
