@@ -202,8 +202,9 @@ class OpenSearchKeywordStore:
         # window in which a document has no chunks at all, and a failure between the two steps
         # loses it until a retry. This order never shows a document missing; a reader racing a
         # periodic refresh may briefly see old and new chunks together (the arm's collapse by
-        # parent absorbs that); a failure part-way leaves the old version searchable, and a
-        # retry lands on the same ids and converges. The final refresh makes the whole batch
+        # parent absorbs that); a failure after the bulk write leaves the new chunks beside the
+        # old ones not yet deleted (`candor verify` reports a chunk mismatch), and a retry lands
+        # on the same ids and converges. The final refresh makes the whole batch
         # visible at once. "Not among them" is by _id rather than by generation: exact even
         # when a retry repeats the same generation, and it never races the overwritten old
         # versions of reused ids.
