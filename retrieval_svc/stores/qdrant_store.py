@@ -8,6 +8,7 @@ published (Edge flips it back to staged until the next ``publish``; see tests/st
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +21,8 @@ from qdrant_client.conversions.common_types import PointId
 from candor.settings import QdrantSettings
 from retrieval_svc.stores.base import Chunk, Hit, StoredChunk
 from retrieval_svc.stores.edge import PUBLISHED, _chunk, _payload, point_id
+
+log = logging.getLogger(__name__)
 
 _SCROLL_PAGE = 1000
 _PUBLISH_BATCH = 256
@@ -198,6 +201,11 @@ class QdrantDenseStore:
             )
             for r in records:
                 p = r.payload or {}
+                if any(k not in p for k in ("tenant", "document_id", "chunk_id")):
+                    # Not a point candor wrote (someone else's, in candor's collection): it is
+                    # no document of any tenant, so `verify` lists what it can and says so.
+                    log.warning("skipping a point without candor's payload", extra={"id": r.id})
+                    continue
                 out.append(
                     StoredChunk(
                         str(p["tenant"]),
