@@ -157,9 +157,28 @@ class OpenSearchKeywordStore:
         )
         try:
             self._ensure_index()
+            self._warn_about_settings()
         except BaseException:
             self._client.close()
             raise
+
+    def _warn_about_settings(self) -> None:
+        """An index made elsewhere may have the right fields but other settings: say so."""
+        for concrete, body in sorted(self._client.indices.get(index=self._index).items()):
+            shards = str(body.get("settings", {}).get("index", {}).get("number_of_shards", "1"))
+            if shards != "1":
+                log.warning(
+                    "OpenSearch index has %s shards: BM25 statistics are per shard, so keyword "
+                    "scores (and the gate's signals) vary with where a chunk lands",
+                    shards,
+                    extra={"index": concrete},
+                )
+            if str(body.get("mappings", {}).get("dynamic", "true")) != "strict":
+                log.warning(
+                    "OpenSearch index mapping is not dynamic: strict: a misnamed field would "
+                    "grow the mapping instead of failing the write",
+                    extra={"index": concrete},
+                )
 
     def _ensure_index(self) -> None:
         if not self._client.indices.exists(index=self._index):

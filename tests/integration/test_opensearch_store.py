@@ -148,6 +148,32 @@ def test_an_incompatible_existing_mapping_is_refused_naming_the_fields(
     assert "text:" not in message.replace("found text", "")
 
 
+def test_an_index_with_the_right_fields_but_other_settings_is_used_with_a_warning(
+    make_store: StoreFactory,
+    client: OpenSearch,
+    index_name: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    mapping = {"properties": opensearch_store.MAPPING["properties"]}  # dynamic left at true
+    client.indices.create(
+        index=index_name,
+        body={"settings": {"index": {"number_of_shards": 3}}, "mappings": mapping},
+    )
+    store = make_store()
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("has 3 shards" in w for w in warnings), warnings
+    assert any("not dynamic: strict" in w for w in warnings), warnings
+    store.replace("t1", "refunds", [chunk("t1", "refunds", 0, REFUNDS)])
+    assert [h.chunk.document_id for h in store.search("t1", "refund", 5)] == ["refunds"]
+
+
+def test_an_index_it_created_gets_no_warning(
+    make_store: StoreFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    make_store()
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
 # --- search -----------------------------------------------------------------------------------
 
 
