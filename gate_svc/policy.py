@@ -554,6 +554,20 @@ def decide(
     return POLICIES[config.policy](candidates, s, config, rerank)
 
 
+RERANK_SIGNALS = ("rerank_top_scale", "rerank_fallback")
+
+
+def uses_reranker(config: PolicyConfig) -> bool:
+    """Whether ``config`` reads the LLM reranker's verdict (seed 004, or a calibrated model that
+    weighs a rerank signal); else the gate never calls it."""
+    if config.policy == "seed004":
+        return True
+    coefficients = config.calibrated.coefficients
+    return config.policy == "calibrated" and any(
+        coefficients.get(name, 0.0) != 0.0 for name in RERANK_SIGNALS
+    )
+
+
 def uses_reader(config: PolicyConfig) -> bool:
     """Whether ``config`` weighs a reader signal (else the gate never reads)."""
     return config.policy == "calibrated" and weighs_reader(config.calibrated.coefficients)

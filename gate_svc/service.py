@@ -45,6 +45,7 @@ from gate_svc.policy import (
     reader_mismatch,
     skip_reading,
     uses_reader,
+    uses_reranker,
 )
 from gate_svc.policy_store import Loaded, PolicyStore
 from gate_svc.reader import EvidenceReader, reader_file, shared_reader
@@ -305,9 +306,14 @@ class GateServicer(pb_grpc.GateServiceServicer):
             for a in arms
             if a.state in (retrieval_pb2.ARM_STATE_ERROR, retrieval_pb2.ARM_STATE_TIMEOUT)
         )
-        rerank = await self._rerank(query, candidates, context)
         shadow = self._policies.shadow
         shadow_policy = shadow.config.for_tenant(tenant) if shadow is not None else None
+        # An LLM call (and its latency, cost and failure modes) only where a policy reads it.
+        rerank = (
+            await self._rerank(query, candidates, context)
+            if any(p is not None and uses_reranker(p) for p in (policy, shadow_policy))
+            else None
+        )
         reader = await self._read(query, candidates, (policy, shadow_policy), down, rerank, context)
         t0 = time.perf_counter()
         decision = decide(candidates, policy, query, down, rerank, reader)

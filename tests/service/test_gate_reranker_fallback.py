@@ -68,3 +68,37 @@ def test_unreachable_reranker_falls_back_and_says_so(tmp_path: Path) -> None:
         )
     finally:
         stack.stop()
+
+
+def test_a_policy_that_does_not_read_the_reranker_never_calls_it(tmp_path: Path) -> None:
+    from tests.llm.server import fake_llm
+
+    with fake_llm(lambda body: 5.0) as llm:  # a judge that would stall every decision
+        env = stack_env(
+            str(tmp_path / "data"),
+            CANDOR_GATE__RERANKER__BACKEND="llm",
+            CANDOR_GATE__RERANKER__MODEL="judge",
+            CANDOR_GATE__RERANKER__BASE_URL=llm.base_url,
+        )
+        stack = Stack(lambda: start_stack(load_settings(env=env)))  # the shipped default policy
+        try:
+            tides = retrieval_pb2.Document(
+                document_id="tides", title="Tides", text="The Moon causes two high tides a day."
+            )
+            with grpc.insecure_channel(stack.address("RetrievalService")) as ch:
+                retrieval_pb2_grpc.RetrievalServiceStub(ch).UpsertDocuments(
+                    retrieval_pb2.UpsertDocumentsRequest(tenant="t", documents=[tides])
+                )
+            with grpc.insecure_channel(stack.address("GateService")) as ch:
+                d = (
+                    gate_pb2_grpc.GateServiceStub(ch)
+                    .Evaluate(
+                        gate_pb2.EvaluateRequest(tenant="t", query="why two high tides?"),
+                        timeout=10,
+                    )
+                    .decision
+                )
+            assert "rerank_fallback" not in {s.name for s in d.signals}
+            assert llm.bodies == []
+        finally:
+            stack.stop()
