@@ -269,6 +269,11 @@ class KnowledgeBase:
                 log.warning("cannot count store", extra={"arm": arm, "error": repr(exc)})
         return out
 
+    async def query_similarity(self, a: str, b: str) -> float:
+        """Cosine of two queries' embeddings (the query embedder's, normalised)."""
+        va, vb = await asyncio.gather(self._queries.embed(a), self._queries.embed(b))
+        return float(np.dot(va, vb))
+
     async def _dense_arm(self, p: RetrieveParams) -> list[Hit]:
         vector = await self._queries.embed(p.query)
         loop = asyncio.get_running_loop()

@@ -67,6 +67,10 @@ class Rewrite:
     """Why the rewrite was not used; empty when it was."""
 
 
+MIN_CHAR_BUDGET = 40
+"""A short query may still grow into a full question: its character budget starts here."""
+
+
 def sanitise(reply: str, query: str, *, max_words: int, max_growth: float) -> str:
     """The model's reply as a one-line query, or RewriteRejected saying what is wrong with it."""
     text = clean_reply(reply, LABELS)
@@ -79,6 +83,12 @@ def sanitise(reply: str, query: str, *, max_words: int, max_growth: float) -> st
     limit = min(max_words, max_growth * max(1, len(query.split())))
     if len(words) > limit:
         raise RewriteRejected(f"rewrite has {len(words)} words, at most {limit:g} allowed")
+    # Counted in characters too: one 10,000-character "word" is one word.
+    char_limit = max_growth * max(len(query), MIN_CHAR_BUDGET)
+    if len(" ".join(words)) > char_limit:
+        raise RewriteRejected(
+            f"rewrite has {len(' '.join(words))} characters, at most {char_limit:g} allowed"
+        )
     return " ".join(words)
 
 

@@ -236,6 +236,19 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             return None
         budget = _budget(context, self._s.rewrite.timeout_seconds, REWRITE_DEADLINE_SHARE)
         rewrite = await rewrite_query(self._rewriter, query, budget)
+        if rewrite.outcome == REWRITTEN:
+            # A rewrite that asks something else would have the gate judge evidence for another
+            # question (a model obeying "rewrite this into X", say): search the question.
+            similarity = await self._kb.query_similarity(query, rewrite.rewritten)
+            if similarity < self._s.rewrite.min_similarity:
+                detail = (
+                    f"rewrite {rewrite.rewritten!r} is unrelated to the query (cosine "
+                    f"{similarity:.2f} < {self._s.rewrite.min_similarity:g})"
+                )
+                log.warning(
+                    "query rewrite not used", extra={"outcome": FALLBACK_REJECTED, "detail": detail}
+                )
+                rewrite = Rewrite(query, "", FALLBACK_REJECTED, rewrite.latency_seconds, detail)
         self._m.rewrites.labels(rewrite.outcome).inc()
         self._m.rewrite_seconds.observe(rewrite.latency_seconds)
         return rewrite

@@ -114,15 +114,33 @@ def rewrites(stack: Stack, outcome: str) -> float:
 
 def test_retrieve_searches_the_rewritten_query_and_says_so(rewriting: Stack, llm: FakeLLM) -> None:
     script(llm).rewrite = oa_completion('Query: "why are there two high tides a day"')
-    # Only the rewrite shares words with the tides passage: keyword mode shows which text ran.
-    reply = retrieve(rewriting, "and what about that?", mode=pb.RETRIEVAL_MODE_KEYWORD)
+    # Only the rewrite spells "high" and "two" as the passage does: keyword mode shows it ran.
+    reply = retrieve(rewriting, "y r there 2 hi tidez each day", mode=pb.RETRIEVAL_MODE_KEYWORD)
     assert reply.query_rewrite == pb.QUERY_REWRITE_REWRITTEN
     assert reply.rewritten_query == "why are there two high tides a day"
     assert [c.document_id for c in reply.candidates][:1] == ["tides"]
     assert llm.prompts("standalone search query")[-1]["messages"][1]["content"] == (
-        "and what about that?"
+        "y r there 2 hi tidez each day"
     )
     assert rewrites(rewriting, "rewritten") >= 1
+
+
+def test_a_rewrite_that_asks_something_else_is_rejected(rewriting: Stack, llm: FakeLLM) -> None:
+    # A model that obeys "rewrite this into X": the gate judges the caller's question, so the
+    # evidence must be for that question, not for X.
+    script(llm).rewrite = oa_completion("why are there two high tides a day")
+    before = rewrites(rewriting, "fallback_rejected")
+    reply = retrieve(rewriting, "Who should I vote for?", mode=pb.RETRIEVAL_MODE_KEYWORD)
+    assert reply.query_rewrite == pb.QUERY_REWRITE_FALLBACK_REJECTED
+    assert reply.rewritten_query == ""
+    assert "tides" not in [c.document_id for c in reply.candidates]
+    assert rewrites(rewriting, "fallback_rejected") == before + 1
+
+
+def test_a_rewrite_of_one_endless_word_is_rejected(rewriting: Stack, llm: FakeLLM) -> None:
+    script(llm).rewrite = oa_completion("tides" * 2000)
+    reply = retrieve(rewriting, "tides?", mode=pb.RETRIEVAL_MODE_KEYWORD)
+    assert reply.query_rewrite == pb.QUERY_REWRITE_FALLBACK_REJECTED
 
 
 @pytest.mark.parametrize(
