@@ -143,6 +143,12 @@ class HypotheticalSettings(ChatEndpointSettings):
     """Longer passages are cut before they are sent."""
     concurrency: int = 4
     """Passages in flight at once per UpsertDocuments call."""
+    min_similarity: float = 0.2
+    """A question whose embedding is less similar (cosine) to its passage's is dropped: the
+    question's retrieval scores stand in for the passage's at the gate, so a question the model
+    wrote about something else (told to by text in the passage, say) must not be indexed.
+    Measured with MiniLM on the help centre: hand-written questions 0.18-0.76 (median 0.55)
+    against their article; unrelated questions -0.02-0.10."""
 
 
 @dataclass(frozen=True)
@@ -519,6 +525,10 @@ def _validate(s: Settings) -> None:
             "retrieval.hypothetical.questions_per_passage must be 1..20",
         ),
         (r.hypothetical.concurrency >= 1, "retrieval.hypothetical.concurrency must be >= 1"),
+        (
+            -1 <= r.hypothetical.min_similarity <= 1,
+            "retrieval.hypothetical.min_similarity must be a cosine in [-1, 1]",
+        ),
         (
             r.hypothetical.max_passage_chars >= 1,
             "retrieval.hypothetical.max_passage_chars must be >= 1",

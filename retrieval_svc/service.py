@@ -42,7 +42,7 @@ from retrieval_svc.hypothetical import (
     build_question_generator,
     questions_for_documents,
 )
-from retrieval_svc.ingest import SourceDocument, sections
+from retrieval_svc.ingest import SourceDocument, passages, sections
 from retrieval_svc.knowledge_base import (
     DENSE,
     KnowledgeBase,
@@ -163,6 +163,11 @@ class RetrievalMetrics:
             ["outcome"],
             registry=metrics.registry,
         )
+        self.questions_dropped = Counter(
+            "candor_retrieval_hypothetical_questions_dropped_total",
+            "Hypothetical questions not indexed because they are not about their passage.",
+            registry=metrics.registry,
+        )
         self.question_seconds = Histogram(
             "candor_retrieval_hypothetical_seconds",
             "Time to generate one passage's hypothetical questions.",
@@ -267,7 +272,40 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         for passage in report.passages:
             self._m.question_passages.labels("failed" if passage.error else "generated").inc()
             self._m.question_seconds.observe(passage.latency_seconds)
-        return report
+        return await self._related_questions(docs, report)
+
+    async def _related_questions(
+        self, docs: list[SourceDocument], report: DocumentQuestions
+    ) -> DocumentQuestions:
+        """The report less the questions that are not about their passage.
+
+        A hit on a question stands in for its passage at the gate (its scores become the
+        passage's), so a question about something else, written by a model obeying text in
+        the passage, would let unrelated queries pass on that passage.
+        """
+        floor = self._s.hypothetical.min_similarity
+        texts = {
+            (d.document_id, p.parent_id): f"{p.heading}\n{p.text}".strip()
+            for d in docs
+            for p in passages(d)
+        }
+        kept: dict[str, dict[str, tuple[str, ...]]] = {}
+        errors = dict(report.errors)
+        for doc_id, by_parent in report.questions.items():
+            for parent, questions in by_parent.items():
+                passage = texts.get((doc_id, parent), "")
+                sims = await asyncio.gather(
+                    *(self._kb.query_similarity(passage, q) for q in questions)
+                )
+                good = tuple(q for q, sim in zip(questions, sims, strict=True) if sim >= floor)
+                if len(good) < len(questions):
+                    dropped = len(questions) - len(good)
+                    self._m.questions_dropped.inc(dropped)
+                    note = f"{dropped} question(s) not about passage {parent} were dropped"
+                    errors[doc_id] = f"{errors[doc_id]}; {note}" if errors.get(doc_id) else note
+                if good:
+                    kept.setdefault(doc_id, {})[parent] = good
+        return DocumentQuestions(kept, errors, report.passages)
 
     async def Retrieve(
         self, request: pb.RetrieveRequest, context: grpc.aio.ServicerContext
