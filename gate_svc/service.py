@@ -319,6 +319,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
         decision = decide(candidates, policy, query, down, rerank, reader)
         self._m.decide_seconds.observe(time.perf_counter() - t0)
         out = self._finish(decision, tenant, query, language, arms, degraded, policy)
+        out.rewritten_query = reply.rewritten_query
         out = await self._translate_refusal(out, query, language, policy, context)
         if shadow is not None and shadow_policy is not None:
             s = decide(candidates, shadow_policy, query, down, rerank, reader)
