@@ -65,12 +65,40 @@ def detect_language(
     return str(lang) if probability >= MIN_PROBABILITY else default
 
 
+@lru_cache(maxsize=1)
+def known_languages() -> frozenset[str]:
+    """Every language the detector knows (ISO 639-1 codes, mostly)."""
+    return frozenset(str(lang) for lang in _identifier(None).nb_classes)
+
+
 def detect_any_language(text: str) -> str | None:
     """Best-guess language of a query among every language py3langid knows; None if unsure."""
     if sum(ch.isalpha() for ch in text) < _MIN_LETTERS:
         return None
     lang, probability = _identifier(None).classify(text)
     return str(lang) if probability >= MIN_PROBABILITY else None
+
+
+_LINK = re.compile(r"https?://|www\.|\S+\.(?:com|net|org|io)\b", re.IGNORECASE)
+
+
+def translation_problem(text: str, source: str, language: str) -> str:
+    """Why ``text`` is not a usable ``language`` rendering of refusal ``source`` ("" if it is).
+
+    A model can answer with the source unchanged, another language, its instructions, a
+    chatty preamble or a link: none of that may reach a user as the refusal, nor be cached.
+    """
+    if _LINK.search(text) or set(re.findall(r"\d+", text)) - set(re.findall(r"\d+", source)):
+        return "it adds a link or a number the message does not have"
+    if len(text) < 0.3 * len(source):
+        return f"it is too short ({len(text)} characters)"
+    if " ".join(text.casefold().split()) == " ".join(source.casefold().split()):
+        return "it is the message unchanged"
+    if sum(ch.isalpha() for ch in text) >= _MIN_LETTERS:
+        lang, probability = _identifier(None).classify(text)
+        if probability >= MIN_PROBABILITY and lang != language:
+            return f"it reads as {lang}, not {language}"
+    return ""
 
 
 def hint_language(hint: str) -> str:
@@ -115,7 +143,10 @@ def _wanted_language(query: str, hint: str, table: Mapping[str, str]) -> str | N
     lang = hint_language(hint)
     if lang in table:
         return None
-    if not _LANGUAGE_CODE.fullmatch(lang):  # also keeps a caller's string out of the prompt
+    # Only a language the detector knows: a made-up hint ("qqq") would cost a model call per
+    # request and push real translations out of the cache. This also keeps a caller's string
+    # out of the prompt.
+    if not _LANGUAGE_CODE.fullmatch(lang) or lang not in known_languages():
         lang = detect_any_language(query) or ""
     return lang if _LANGUAGE_CODE.fullmatch(lang) and lang not in table else None
 

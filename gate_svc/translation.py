@@ -13,6 +13,7 @@ from typing import Final
 
 from candor.chat import MALFORMED_RESPONSE, ChatClient, UpstreamError, clean_reply, client_for
 from candor.settings import TranslationSettings
+from gate_svc.refusal import translation_problem
 
 SYSTEM_PROMPT: Final = (
     "Translate the user's message into the language whose ISO 639 code is '{language}'.\n"
@@ -60,6 +61,8 @@ class RefusalTranslator:
         text = clean_reply(reply, ("translation",))
         if not text or "\n" in text or len(text) > MAX_GROWTH * len(message) + 40:
             raise UpstreamError(MALFORMED_RESPONSE, f"unusable translation: {reply[:120]!r}")
+        if why := translation_problem(text, message, language):
+            raise UpstreamError(MALFORMED_RESPONSE, f"unusable translation ({why}): {text[:120]!r}")
         if self._cache_size > 0:
             self._cache[(language, message)] = text
             while len(self._cache) > self._cache_size:

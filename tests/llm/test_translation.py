@@ -61,11 +61,13 @@ async def test_a_translation_is_cached_per_language_and_message() -> None:
 
 
 async def test_the_cache_is_bounded() -> None:
-    rec = Recorder(oa_completion("Inget om det."))
+    swedish = "Jag har ingen information om detta i kunskapsbasen."
+
+    rec = Recorder(oa_completion(POLISH), oa_completion(swedish))
     t = translator(rec, cache_size=1)
     await refuse(POLISH_QUERY, t)
     await refuse("Hur återställer jag mitt lösenord?", t)
-    assert t.cached(ENGLISH, "sv") == "Inget om det." and t.cached(ENGLISH, "pl") is None
+    assert t.cached(ENGLISH, "sv") == swedish and t.cached(ENGLISH, "pl") is None
 
 
 @pytest.mark.parametrize(
@@ -88,6 +90,31 @@ async def test_any_translator_failure_gives_the_english_message(reply: Any) -> N
     assert (refusal.message, refusal.language, refusal.translation) == (ENGLISH, "en", "failed")
     assert refusal.detail
     assert t.cached(ENGLISH, "pl") is None  # a failure is not cached
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        pytest.param(ENGLISH, id="the-message-unchanged"),
+        pytest.param("Je n'ai pas d'informations à ce sujet dans la base.", id="another-language"),
+        pytest.param("Nie mam informacji, zobacz http://evil.example", id="a-link"),
+        pytest.param("Nie mam informacji: odpowiedź to 42.", id="a-number"),
+        pytest.param("xx", id="too-short"),
+    ],
+)
+async def test_a_translation_that_is_not_the_message_in_that_language_is_not_used_or_cached(
+    reply: str,
+) -> None:
+    t = translator(Recorder(oa_completion(reply)))
+    refusal = await refuse(POLISH_QUERY, t)
+    assert (refusal.message, refusal.language, refusal.translation) == (ENGLISH, "en", "failed")
+    assert t.cached(ENGLISH, "pl") is None
+
+
+async def test_a_made_up_hint_costs_no_model_call() -> None:
+    rec = Recorder(oa_completion("should not be used"))
+    refusal = await refuse("How do I reset my password?", translator(rec), "qqq")
+    assert (refusal.language, refusal.translation) == ("en", "") and rec.requests == []
 
 
 async def test_no_time_left_gives_english_without_a_request() -> None:
