@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from evals.datasets.format import jsonl_objects
 from gate_svc.policy import parse_policy
 
 #: The signals the calibrated model reads. Raw counts that depend on a corpus's size (hits) or
@@ -62,24 +63,19 @@ def read_rows(path: Path, need: Sequence[str] = ("answerable", "signals")) -> li
     """The rows of ``candor eval run``, less those recording a question that failed
     (``error``: only a run against a deployment writes them). A file that is not such rows
     stops with its name and line, not a traceback."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SystemExit(f"{path}: cannot read rows of `candor eval run`: {exc}") from exc
+    if not path.is_file():
+        raise SystemExit(f"{path}: cannot read rows of `candor eval run`: no such file")
+    problems: list[str] = []
     rows = []
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise SystemExit(f"{path}:{n}: not JSON ({exc.msg}): a cut-off run?") from exc
-        if not isinstance(row, dict) or ("error" not in row and any(k not in row for k in need)):
-            raise SystemExit(
+    for n, row in jsonl_objects(path, problems):
+        if "error" not in row and any(k not in row for k in need):
+            problems.append(
                 f"{path}:{n}: not a row of `candor eval run` (needs {', '.join(need)}): "
                 "a dataset's questions.jsonl is the input of `eval run`, not of this command"
             )
         rows.append(row)
+    if problems:
+        raise SystemExit("\n".join(problems[:10]))
     if not rows:
         raise SystemExit(f"{path}: no rows")
     failed = sum(1 for r in rows if "error" in r)

@@ -144,7 +144,9 @@ class DatasetFormatError(ValueError):
 # Reading
 
 
-def _rows(path: Path, problems: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+def jsonl_objects(path: Path, problems: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each JSON object line; problems (path:line: why) are appended,
+    not raised."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -282,7 +284,7 @@ def _read(
     """Parse every row of ``path`` with ``parse``; ids must be unique across the file."""
     out: list[tuple[_Item, str]] = []
     ids = []
-    for n, row in _rows(path, problems):
+    for n, row in jsonl_objects(path, problems):
         where = f"{path}:{n}"
         if isinstance(row.get("id"), str):
             ids.append((row["id"], where))

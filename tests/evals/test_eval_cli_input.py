@@ -42,7 +42,7 @@ def test_too_few_of_a_class_is_refused_and_few_is_said(
 @pytest.mark.parametrize(
     ("content", "why"),
     [
-        ('{"id": "q1", "answerable": true, "sig', r"rows.jsonl:1: not JSON"),
+        ('{"id": "q1", "answerable": true, "sig', r"rows.jsonl:1: invalid JSON"),
         ('{"id": "q1", "question": "Why?", "answerable": true}', r"rows.jsonl:1: not a row of"),
         ("", r"rows.jsonl: no rows"),
     ],
