@@ -485,6 +485,15 @@ class GateServicer(pb_grpc.GateServiceServicer):
                 )
                 for i, c in enumerate(d.evidence, start=1)
             )
+            self._m.tokens.labels(d.policy_version).inc()
+        else:
+            message, lang = refusal_message(
+                query, language, policy.refusal_messages, policy.default_language
+            )
+            out.refusal_message, out.refusal_language = message, lang
+        if d.outcome in (PASS, CLARIFY):
+            # On CLARIFY (seed 001: nothing matched) Ask has the generator ask one clarifying
+            # question: the token admits no evidence and allows nothing but that question.
             token, expires = self._signer.mint(
                 tenant=tenant,
                 query=query,
@@ -493,26 +502,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
                 policy_version=d.policy_version,
                 tier=d.tier,
                 confidence=d.confidence,
-            )
-            out.pass_token = token
-            out.pass_token_expires_at.CopyFrom(Timestamp(seconds=expires))
-            self._m.tokens.labels(d.policy_version).inc()
-        else:
-            message, lang = refusal_message(
-                query, language, policy.refusal_messages, policy.default_language
-            )
-            out.refusal_message, out.refusal_language = message, lang
-        if d.outcome == CLARIFY:
-            # Seed 001: nothing matched, so Ask has the generator ask one clarifying question.
-            # The token admits no evidence and allows nothing but that question.
-            token, expires = self._signer.mint(
-                tenant=tenant,
-                query=query,
-                evidence=[],
-                policy_version=d.policy_version,
-                tier=d.tier,
-                confidence=d.confidence,
-                clarify_only=True,
+                clarify_only=d.outcome == CLARIFY,
             )
             out.pass_token = token
             out.pass_token_expires_at.CopyFrom(Timestamp(seconds=expires))

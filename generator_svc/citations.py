@@ -150,9 +150,9 @@ def claim_holds(claim: str, quote: str, source: str) -> str:
         return "quote not found in the cited evidence"
     if normalise(claim) == normalise(quote):
         return ""
-    stated = set(critical_tokens(normalise(source)))
     if len(_tokens(normalise(quote))) < MIN_QUOTE_WORDS:
         return "" if quote_holds(claim, source) else "the quote is too short to carry the sentence"
+    stated = set(critical_tokens(normalise(source)))
     if missing := [t for t in critical_tokens(normalise(claim)) if t not in stated]:
         return f"the sentence states {', '.join(missing)} beyond its quote"
     return ""

@@ -8,7 +8,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -79,14 +79,21 @@ class RetrieveParams:
     dense_weight: float = 1.0
     keyword_weight: float = 1.0
     rrf_k: int = RRF_K
+    query_vector: npt.NDArray[np.float32] | None = field(default=None, compare=False)
+    """``query``'s embedding when the caller already has it (the rewrite check embeds it)."""
+
+
+def _recorded_collection(data_dir: Path) -> dict[str, object] | None:
+    """What ``check_collection`` recorded for ``data_dir`` (embedder, dim), if anything."""
+    marker = data_dir / "collection.json"
+    return dict(json.loads(marker.read_text())) if marker.exists() else None
 
 
 def check_collection(data_dir: Path, embedder: Embedder) -> None:
     """Record the embedder on first use; refuse a collection built by a different one."""
-    marker = data_dir / "collection.json"
     want = {"embedder": embedder.name, "dim": embedder.dim}
-    if marker.exists():
-        have = json.loads(marker.read_text())
+    have = _recorded_collection(data_dir)
+    if have is not None:
         if have != want:
             raise EmbedderMismatch(
                 f"{data_dir} was built by {have}, but the configured embedder is {want}; "
@@ -94,16 +101,13 @@ def check_collection(data_dir: Path, embedder: Embedder) -> None:
             )
         return
     data_dir.mkdir(parents=True, exist_ok=True)
-    marker.write_text(json.dumps(want))
+    (data_dir / "collection.json").write_text(json.dumps(want))
 
 
 def collection_dim(data_dir: Path) -> int | None:
     """The vector size the embedded collection was built with, if it records one."""
-    marker = data_dir / "collection.json"
-    if not marker.exists():
-        return None
-    dim = json.loads(marker.read_text()).get("dim")
-    return int(dim) if isinstance(dim, int) else None
+    dim = (_recorded_collection(data_dir) or {}).get("dim")
+    return dim if isinstance(dim, int) else None
 
 
 RETRY_DELAYS = (0.05, 0.2, 0.5)
@@ -269,13 +273,19 @@ class KnowledgeBase:
                 log.warning("cannot count store", extra={"arm": arm, "error": repr(exc)})
         return out
 
-    async def query_similarity(self, a: str, b: str) -> float:
-        """Cosine of two queries' embeddings (the query embedder's, normalised)."""
-        va, vb = await asyncio.gather(self._queries.embed(a), self._queries.embed(b))
-        return float(np.dot(va, vb))
+    async def query_vectors(self, texts: Sequence[str]) -> list[npt.NDArray[np.float32]]:
+        """The query embedder's (normalised) vectors for ``texts``, batched."""
+        return list(await asyncio.gather(*(self._queries.embed(t) for t in texts)))
+
+    async def similarities(self, anchor: str, texts: Sequence[str]) -> list[float]:
+        """Cosine of each text's query embedding with ``anchor``'s (embedded once)."""
+        first, *rest = await self.query_vectors([anchor, *texts])
+        return [float(np.dot(first, v)) for v in rest]
 
     async def _dense_arm(self, p: RetrieveParams) -> list[Hit]:
-        vector = await self._queries.embed(p.query)
+        vector = (
+            p.query_vector if p.query_vector is not None else await self._queries.embed(p.query)
+        )
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
             self._dense_pool,

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import TypeVar
 
 import grpc
+import numpy as np
+import numpy.typing as npt
 from google.protobuf.duration_pb2 import Duration
 from prometheus_client import Counter, Gauge, Histogram
 
@@ -26,7 +28,7 @@ from candor.runtime.validation import (
     MAX_CURATED_CHARS,
     MAX_TITLE_CHARS,
     MAX_URI_CHARS,
-    check_document_id,
+    check_document_ids,
     check_enum,
     check_length,
     check_query,
@@ -236,15 +238,22 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             if client is not None:
                 await client.aclose()
 
-    async def _rewrite(self, query: str, context: grpc.aio.ServicerContext) -> Rewrite | None:
+    async def _rewrite(
+        self, query: str, context: grpc.aio.ServicerContext
+    ) -> tuple[Rewrite | None, npt.NDArray[np.float32] | None]:
+        """The rewrite (None without a rewriter) and, when the check below embedded it, the
+        vector of the text to search, so the dense arm does not embed it again."""
         if self._rewriter is None:
-            return None
+            return None, None
         budget = _budget(context, self._s.rewrite.timeout_seconds, REWRITE_DEADLINE_SHARE)
         rewrite = await rewrite_query(self._rewriter, query, budget)
+        vector = None
         if rewrite.outcome == REWRITTEN:
             # A rewrite that asks something else would have the gate judge evidence for another
             # question (a model obeying "rewrite this into X", say): search the question.
-            similarity = await self._kb.query_similarity(query, rewrite.rewritten)
+            asked, rewritten = await self._kb.query_vectors([query, rewrite.rewritten])
+            similarity = float(np.dot(asked, rewritten))
+            vector = rewritten
             if similarity < self._s.rewrite.min_similarity:
                 detail = (
                     f"rewrite {rewrite.rewritten!r} is unrelated to the query (cosine "
@@ -254,9 +263,10 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
                     "query rewrite not used", extra={"outcome": FALLBACK_REJECTED, "detail": detail}
                 )
                 rewrite = Rewrite(query, "", FALLBACK_REJECTED, rewrite.latency_seconds, detail)
+                vector = asked
         self._m.rewrites.labels(rewrite.outcome).inc()
         self._m.rewrite_seconds.observe(rewrite.latency_seconds)
-        return rewrite
+        return rewrite, vector
 
     async def _hypothetical(
         self, docs: list[SourceDocument], context: grpc.aio.ServicerContext
@@ -294,9 +304,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         for doc_id, by_parent in report.questions.items():
             for parent, questions in by_parent.items():
                 passage = texts.get((doc_id, parent), "")
-                sims = await asyncio.gather(
-                    *(self._kb.query_similarity(passage, q) for q in questions)
-                )
+                sims = await self._kb.similarities(passage, questions)
                 good = tuple(q for q, sim in zip(questions, sims, strict=True) if sim >= floor)
                 if len(good) < len(questions):
                     dropped = len(questions) - len(good)
@@ -324,7 +332,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         if v:
             await abort_invalid(context, v)
         await self._auth.authorize(context, request.tenant, operator=request.include_unpublished)
-        rewrite = await self._rewrite(request.query, context)
+        rewrite, vector = await self._rewrite(request.query, context)
         weighted = request.fusion == pb.FUSION_METHOD_WEIGHTED_SCORE
         params = RetrieveParams(
             tenant=request.tenant,
@@ -337,6 +345,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             dense_weight=request.dense_weight or (self._s.dense_weight if weighted else 1.0),
             keyword_weight=request.keyword_weight or (self._s.keyword_weight if weighted else 1.0),
             rrf_k=self._s.rrf_k,
+            query_vector=vector,
         )
         try:
             arm_timeout = downstream_timeout(context, self._s.arm_timeout_seconds)
@@ -407,13 +416,11 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             v.add("documents", "at least one document is required")
         if len(request.documents) > self._s.max_documents_per_call:
             v.add("documents", f"at most {self._s.max_documents_per_call} per call")
-        seen: set[str] = set()
+        check_document_ids(
+            [d.document_id for d in request.documents], v, "documents[{}].document_id"
+        )
         for i, d in enumerate(request.documents):
             field = f"documents[{i}]"
-            check_document_id(d.document_id, v, f"{field}.document_id")
-            if d.document_id and d.document_id in seen:
-                v.add(f"{field}.document_id", "duplicate in this request")
-            seen.add(d.document_id)
             if is_blank(d.text):
                 v.add(f"{field}.text", "required and must not be blank")
             elif len(d.text) > self._s.max_document_chars:
@@ -494,12 +501,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             v.add("document_ids", "at least one document id is required")
         if len(request.document_ids) > self._s.max_documents_per_call:
             v.add("document_ids", f"at most {self._s.max_documents_per_call} per call")
-        seen: set[str] = set()
-        for i, doc_id in enumerate(request.document_ids):
-            check_document_id(doc_id, v, f"document_ids[{i}]")
-            if doc_id and doc_id in seen:
-                v.add(f"document_ids[{i}]", "duplicate in this request")
-            seen.add(doc_id)
+        check_document_ids(list(request.document_ids), v, "document_ids[{}]")
         if v:
             await abort_invalid(context, v)
         await self._auth.authorize(context, request.tenant)

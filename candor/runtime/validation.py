@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from collections.abc import Sequence
 from typing import Final
 
 from google.protobuf.descriptor import EnumDescriptor
@@ -42,11 +43,18 @@ def check_query(query: str, max_chars: int, v: FieldViolations, field: str = "qu
         v.add(field, f"must be at most {max_chars} characters (got {len(query)})")
 
 
-def check_document_id(doc_id: str, v: FieldViolations, field: str) -> None:
-    if not doc_id:
-        v.add(field, "required")
-    elif len(doc_id.encode()) > MAX_ID_BYTES:
-        v.add(field, f"must be at most {MAX_ID_BYTES} bytes of UTF-8")
+def check_document_ids(ids: Sequence[str], v: FieldViolations, field: str) -> None:
+    """Each id present, within MAX_ID_BYTES and not repeated; ``field`` has a ``{}`` for the
+    index (e.g. ``documents[{}].document_id``)."""
+    seen: set[str] = set()
+    for i, doc_id in enumerate(ids):
+        if not doc_id:
+            v.add(field.format(i), "required")
+        elif len(doc_id.encode()) > MAX_ID_BYTES:
+            v.add(field.format(i), f"must be at most {MAX_ID_BYTES} bytes of UTF-8")
+        elif doc_id in seen:
+            v.add(field.format(i), "duplicate in this request")
+        seen.add(doc_id)
 
 
 def check_length(text: str, max_chars: int, v: FieldViolations, field: str) -> None:
