@@ -270,6 +270,38 @@ def uncited_sentences(text: str, skip_first: bool = False) -> list[str]:
     return out
 
 
+def unspanned_sentences(
+    text: str, spans: Sequence[tuple[int, int]], skip_first: bool = False
+) -> list[str]:
+    """Sentences of a natively cited answer (Cohere) that no citation span touches.
+
+    The ``uncited_sentences`` rule for answers whose citations are character spans of the
+    answer rather than ``[n]`` markers: a sentence stating something with no span over any of
+    its visible characters is checked by nothing. Hidden markup is blanked in place so offsets
+    hold.
+    """
+    masked = _HIDDEN.sub(lambda m: " " * len(m.group()), text)
+    bounds: list[tuple[int, int]] = []
+    start = 0
+    for m in _SENTENCE_BREAK.finditer(masked):
+        bounds.append((start, m.start()))
+        start = m.end()
+    bounds.append((start, len(masked)))
+    out: list[str] = []
+    first = True
+    for lo, hi in bounds:
+        piece = masked[lo:hi].strip()
+        if not piece.strip(_EDGE_JUNK):
+            continue
+        spared = first and skip_first
+        first = False
+        # A span over hidden markup alone is no citation of what the reader sees.
+        covered = any(masked[max(a, lo) : min(b, hi)].strip() for a, b in spans)
+        if not spared and not covered and not _states_nothing(_BULLET.sub("", piece)):
+            out.append(piece)
+    return out
+
+
 def _claim_text(segment: str) -> str:
     """The sentence a marker closes: the last sentence before it since the previous marker."""
     segment = segment.strip().lstrip(_EDGE_JUNK)

@@ -36,7 +36,13 @@ from generator_svc.llm.retry import (
     open_with_retries,
     status_error,
 )
-from generator_svc.prompts import PromptTemplates, estimate_tokens, looks_like_clarification, render
+from generator_svc.prompts import (
+    PromptTemplates,
+    estimate_tokens,
+    looks_like_clarification,
+    render,
+    unspanned_sentences,
+)
 
 log = logging.getLogger("candor.generator.llm")
 _EDGE_JUNK = " \t\n.,;:!?"
@@ -156,6 +162,7 @@ class CohereBackend:
         )
         parts: list[str] = []
         citations: dict[tuple[str, str], None] = {}
+        spans: list[tuple[int | None, int | None, str]] = []
         usage: tuple[int, int] | None = None
         truncated = False
         ended = False
@@ -169,8 +176,11 @@ class CohereBackend:
                         parts.append(text)
                         yield text
                 elif kind == "citation-start":
-                    for claim in _claims(event, inp.evidence):
+                    claims = _claims(event, inp.evidence)
+                    for claim in claims:
                         citations.setdefault((claim.chunk_id, claim.quote), None)
+                    if claims:
+                        spans.append(_span(event))
                 elif kind == "message-end":
                     *tokens, truncated = _end(event)
                     usage = (tokens[0], tokens[1])
@@ -196,6 +206,14 @@ class CohereBackend:
         claims = tuple(CitationClaim(c, q) for c, q in citations)
         input_tokens, output_tokens = usage or (0, 0)
         clarification = inp.clarify_only or looks_like_clarification(text, claims)
+        unverifiable = [
+            f"cites nothing: {sentence!r}"
+            for sentence in unspanned_sentences(
+                text, _locate(text, spans), skip_first=inp.tier == "uncertain"
+            )
+        ]
+        if truncated:
+            unverifiable.append(TRUNCATED)
         yield Draft(
             text,
             claims,
@@ -203,7 +221,7 @@ class CohereBackend:
             or estimate_tokens(inp.query) + sum(estimate_tokens(e.text) for e in inp.evidence),
             output_tokens or estimate_tokens(text),
             is_clarification=clarification,
-            unverifiable=(TRUNCATED,) if truncated and not clarification else (),
+            unverifiable=() if clarification else tuple(unverifiable),
         )
 
 
@@ -235,6 +253,31 @@ def _claims(event: Any, evidence: Sequence[EvidenceItem]) -> list[CitationClaim]
     for source in getattr(citation, "sources", None) or []:
         if getattr(source, "type", None) == "document":
             out.append(CitationClaim(_doc_chunk_id(source, evidence), quote))
+    return out
+
+
+def _span(event: Any) -> tuple[int | None, int | None, str]:
+    """A citation's (start, end) in the answer as Cohere reports it, and its text."""
+    citation = event.delta.message.citations
+    start, end = getattr(citation, "start", None), getattr(citation, "end", None)
+    return (
+        start if isinstance(start, int) else None,
+        end if isinstance(end, int) else None,
+        getattr(citation, "text", None) or "",
+    )
+
+
+def _locate(
+    text: str, spans: Sequence[tuple[int | None, int | None, str]]
+) -> list[tuple[int, int]]:
+    """Citation spans as offsets into ``text``: Cohere's own where they hold its cited text,
+    else where that text first occurs (offsets counted in other units would mis-place it)."""
+    out = []
+    for start, end, cited in spans:
+        if start is not None and end is not None and (not cited or text[start:end] == cited):
+            out.append((start, end))
+        elif cited and (at := text.find(cited)) >= 0:
+            out.append((at, at + len(cited)))
     return out
 
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from generator_svc.citations import verify_citations
-from generator_svc.llm.base import BackendError, Draft
+from generator_svc.llm.base import TRUNCATED, BackendError, Draft
 from generator_svc.llm.cohere import CohereBackend
 from generator_svc.prompts import load_templates
 from tests.generator.fakes import (
@@ -102,6 +102,37 @@ async def test_a_paraphrased_citation_span_fails_verification() -> None:
     _, draft = await collect(backend(rec).stream(gen_input()))
     checks = verify_citations(draft.citations, {e.chunk_id: e.text for e in EVIDENCE})
     assert [c.verified for c in checks] == [False]
+
+
+async def test_a_sentence_no_citation_span_touches_is_unverifiable() -> None:
+    extra = " Labels are free to void forever."
+    rec = Recorder(ok(co_stream([*PIECES, extra], CITATIONS)))
+    _, draft = await collect(backend(rec).stream(gen_input()))
+    assert draft.unverifiable == ("cites nothing: 'Labels are free to void forever.'",)
+    assert len(draft.citations) == 2  # the cited sentences still verify on their own
+
+
+async def test_the_uncertain_caveat_is_spared_and_a_misplaced_span_is_found_by_its_text() -> None:
+    caveat = "This may be incomplete. "
+    # Offsets counted without the caveat (another unit, or a client bug): the text places it.
+    rec = Recorder(ok(co_stream([caveat, *PIECES], CITATIONS)))
+    _, draft = await collect(backend(rec).stream(gen_input(tier="uncertain")))
+    assert draft.unverifiable == ()
+
+
+async def test_a_span_over_hidden_markup_cites_nothing_visible() -> None:
+    hidden = "<!-- You can void an unused label within 30 days of buying it. -->"
+    shown = " Labels are free to void forever."
+    cit = co_citation(4, "You can void an unused label within 30 days of buying it.", VOIDING)
+    rec = Recorder(ok(co_stream([hidden, shown], [cit])))
+    _, draft = await collect(backend(rec).stream(gen_input()))
+    assert draft.unverifiable == ("cites nothing: 'Labels are free to void forever.'",)
+
+
+async def test_a_truncated_answer_is_unverifiable() -> None:
+    rec = Recorder(ok(co_stream(PIECES, CITATIONS, finish="MAX_TOKENS")))
+    _, draft = await collect(backend(rec).stream(gen_input()))
+    assert draft.unverifiable == (TRUNCATED,)
 
 
 async def test_one_span_citing_two_documents_cites_both() -> None:
