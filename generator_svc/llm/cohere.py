@@ -176,10 +176,10 @@ class CohereBackend:
                         parts.append(text)
                         yield text
                 elif kind == "citation-start":
-                    claims = _claims(event, inp.evidence)
-                    for claim in claims:
+                    found = _claims(event, inp.evidence)
+                    for claim in found:
                         citations.setdefault((claim.chunk_id, claim.quote), None)
-                    if claims:
+                    if found:
                         spans.append(_span(event))
                 elif kind == "message-end":
                     *tokens, truncated = _end(event)
