@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -422,10 +423,22 @@ def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]
     return out
 
 
+#: What the kubelet injects for every Service in a pod's namespace (``enableServiceLinks``):
+#: ``candor-gate`` gives ``CANDOR_GATE_SERVICE_HOST``, ``CANDOR_GATE_PORT_50052_TCP_ADDR``, ...
+_SERVICE_LINK = re.compile(
+    r"CANDOR_[A-Z0-9_]+_(?:SERVICE_HOST|SERVICE_PORT(?:_[A-Z0-9_]+)?"
+    r"|PORT(?:_\d+_(?:TCP|UDP|SCTP)(?:_PROTO|_PORT|_ADDR)?)?)"
+)
+
+
 def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
     tree: dict[str, Any] = {}
     for key, value in env.items():
         if not key.startswith("CANDOR_") or key == "CANDOR_CONFIG":
+            continue
+        # No setting has these names, and a Service named candor-* gives every pod in its
+        # namespace such variables: read as unknown settings, they would stop every start-up.
+        if "__" not in key and _SERVICE_LINK.fullmatch(key):
             continue
         path = key[len("CANDOR_") :].lower().split("__")
         node = tree

@@ -66,10 +66,34 @@ def volume_for(docs: Docs, service: str, path: str) -> tuple[str, dict[str, Any]
     raise AssertionError(f"{service}: nothing mounted at {path}")
 
 
-def settings_for(docs: Docs, service: str, tmp: Path) -> Settings:
-    """The settings the container would load: its CANDOR_CONFIG file + its CANDOR_* env."""
-    c = container(docs, service)
+def service_links(docs: Docs) -> dict[str, str]:
+    """What the kubelet injects for every Service in the namespace when a pod leaves
+    ``enableServiceLinks`` at its default (``true``)."""
     env: dict[str, str] = {}
+    for svc in (d for d in docs if d["kind"] == "Service"):
+        prefix = svc["metadata"]["name"].upper().replace("-", "_")
+        ports = svc["spec"].get("ports", [])
+        env[f"{prefix}_SERVICE_HOST"] = "10.0.0.5"
+        for i, port in enumerate(ports):
+            number, proto = port["port"], port.get("protocol", "TCP")
+            url = f"{proto.lower()}://10.0.0.5:{number}"
+            if i == 0:
+                env[f"{prefix}_SERVICE_PORT"] = str(number)
+                env[f"{prefix}_PORT"] = url
+            if "name" in port:
+                env[f"{prefix}_SERVICE_PORT_{port['name'].upper().replace('-', '_')}"] = str(number)
+            base = f"{prefix}_PORT_{number}_{proto}"
+            env |= {base: url, f"{base}_PROTO": proto.lower(), f"{base}_PORT": str(number)}
+            env[f"{base}_ADDR"] = "10.0.0.5"
+    return env
+
+
+def settings_for(docs: Docs, service: str, tmp: Path) -> Settings:
+    """The settings the container would load: its CANDOR_CONFIG file + its CANDOR_* env, and
+    the service-link variables a cluster adds if a manifest ever re-enables them."""
+    c = container(docs, service)
+    env: dict[str, str] = service_links(docs)
+    assert any(k.startswith("CANDOR_GATE_") for k in env), "the Services should give candor ones"
     for e in c.get("env", []):
         if "value" in e:
             env[e["name"]] = e["value"]
@@ -125,6 +149,11 @@ def test_container_ports_probes_and_settings_agree(
     assert server.drain_delay_seconds >= 2, "endpoints need a moment to drop a NOT_SERVING pod"
     if service == "gate":
         assert s.gate.generation_timeout_seconds <= server.grace_seconds
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_pods_get_no_service_link_variables(docs: Docs, service: str) -> None:
+    assert pod_spec(docs, service).get("enableServiceLinks") is False
 
 
 @pytest.mark.parametrize("service", SERVICES)

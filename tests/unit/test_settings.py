@@ -91,6 +91,25 @@ def test_nested_env_override() -> None:
     assert s.retrieval.server.port == 50051
 
 
+def test_kubernetes_service_link_variables_are_not_settings() -> None:
+    links = {
+        "CANDOR_GATE_SERVICE_HOST": "10.0.0.5",
+        "CANDOR_GATE_SERVICE_PORT": "50052",
+        "CANDOR_GATE_SERVICE_PORT_GRPC": "50052",
+        "CANDOR_GATE_PORT": "tcp://10.0.0.5:50052",
+        "CANDOR_GATE_PORT_50052_TCP": "tcp://10.0.0.5:50052",
+        "CANDOR_GATE_PORT_50052_TCP_PROTO": "tcp",
+        "CANDOR_GATE_PORT_50052_TCP_PORT": "50052",
+        "CANDOR_GATE_PORT_50052_TCP_ADDR": "10.0.0.5",
+        "CANDOR_OPENSEARCH_SERVICE_PORT_HTTP": "9200",
+    }
+    s = load_settings(env={**links, "CANDOR_GATE__SERVER__PORT": "6000"})
+    assert s.gate.server.port == 6000
+    # A misspelt setting still stops start-up: only the kubelet's names are passed over.
+    with pytest.raises(SettingsError, match="datadir"):
+        load_settings(env={**links, "CANDOR_DATADIR": "x"})
+
+
 def test_env_beats_yaml(tmp_path: Path) -> None:
     path = write(tmp_path, "retrieval: {candidate_pool: 40, top_k: 8}\n")
     s = load_settings(path, env={"CANDOR_RETRIEVAL__CANDIDATE_POOL": "50"})
