@@ -271,8 +271,10 @@ class GateServicer(pb_grpc.GateServiceServicer):
         policy = self._policies.active.config.for_tenant(tenant)
         arms: list[retrieval_pb2.ArmStatus] = []
         degraded = False
+        caller_bound = False
         try:
             timeout = downstream_timeout(context, self._s.retrieval_timeout_seconds)
+            caller_bound = timeout < self._s.retrieval_timeout_seconds
             reply = await self._retrieval.Retrieve(
                 retrieval_pb2.RetrieveRequest(tenant=tenant, query=query, mode=mode),  # type: ignore[arg-type]
                 timeout=timeout,
@@ -286,8 +288,9 @@ class GateServicer(pb_grpc.GateServiceServicer):
                 grpc.StatusCode.INTERNAL,
                 grpc.StatusCode.UNKNOWN,
             ) or (
-                exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-                and (context.time_remaining() or 1.0) > 0.1
+                # Past retrieval's own timeout it is slow, an outage; past the caller's
+                # deadline the caller has left, and a refusal would be counted for nobody.
+                exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED and not caller_bound
             ):
                 log.warning("retrieval unavailable", extra={"code": exc.code().name})
                 decision = arms_unavailable(

@@ -35,7 +35,8 @@ class EmbedderMismatch(RuntimeError):
 class ArmOutcome:
     arm: str
     state: str
-    """ok, timeout, error or skipped."""
+    """ok, timeout, error or skipped; ``deadline`` when the arm ran out of time the caller's
+    deadline cut short (the store was not slow: it was given less than its own timeout)."""
     hits: list[Hit]
     latency_seconds: float
     detail: str = ""
@@ -48,7 +49,7 @@ class RetrievalResult:
 
     @property
     def degraded(self) -> bool:
-        return any(a.state in ("timeout", "error") for a in self.arms)
+        return any(a.state in ("timeout", "deadline", "error") for a in self.arms)
 
 
 @dataclass(frozen=True)
@@ -308,30 +309,39 @@ class KnowledgeBase:
         fn: Callable[[RetrieveParams], Awaitable[list[Hit]]],
         p: RetrieveParams,
         budget: float,
+        caller_bound: bool = False,
     ) -> ArmOutcome:
         start = time.perf_counter()
         try:
             hits = await asyncio.wait_for(fn(p), budget)
         except TimeoutError:
+            if caller_bound:
+                detail = f"> {budget:.3f}s, all the caller's deadline left"
+                return ArmOutcome(arm, "deadline", [], time.perf_counter() - start, detail)
             return ArmOutcome(arm, "timeout", [], time.perf_counter() - start, f"> {budget:.3f}s")
         except Exception as exc:
             log.warning("arm failed", extra={"arm": arm, "error": repr(exc)})
             return ArmOutcome(arm, "error", [], time.perf_counter() - start, type(exc).__name__)
         return ArmOutcome(arm, "ok", hits, time.perf_counter() - start)
 
-    async def retrieve(self, p: RetrieveParams, arm_timeout: float) -> RetrievalResult:
-        """Run the arms in parallel, each under its own deadline; a failed arm degrades."""
+    async def retrieve(
+        self, p: RetrieveParams, arm_timeout: float, caller_bound: bool = False
+    ) -> RetrievalResult:
+        """Run the arms in parallel, each under its own deadline; a failed arm degrades.
+
+        ``caller_bound``: ``arm_timeout`` is what the caller's deadline left, below the arms'
+        own timeout, so an arm that runs out reports ``deadline``, not a slow store."""
 
         async def skipped(arm: str) -> ArmOutcome:
             return ArmOutcome(arm, "skipped", [], 0.0)
 
         dense_task = (
-            self._run_arm(DENSE, self._dense_arm, p, arm_timeout)
+            self._run_arm(DENSE, self._dense_arm, p, arm_timeout, caller_bound)
             if p.mode in ("hybrid", "dense")
             else skipped(DENSE)
         )
         keyword_task = (
-            self._run_arm(KEYWORD, self._keyword_arm, p, arm_timeout)
+            self._run_arm(KEYWORD, self._keyword_arm, p, arm_timeout, caller_bound)
             if p.mode in ("hybrid", "keyword")
             else skipped(KEYWORD)
         )

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -47,6 +47,7 @@ from retrieval_svc.hypothetical import (
 from retrieval_svc.ingest import SourceDocument, passages, sections
 from retrieval_svc.knowledge_base import (
     DENSE,
+    ArmOutcome,
     KnowledgeBase,
     RetrieveParams,
     check_collection,
@@ -77,6 +78,7 @@ _MODES = {
 _STATES = {
     "ok": pb.ARM_STATE_OK,
     "timeout": pb.ARM_STATE_TIMEOUT,
+    "deadline": pb.ARM_STATE_TIMEOUT,
     "error": pb.ARM_STATE_ERROR,
     "skipped": pb.ARM_STATE_SKIPPED,
 }
@@ -182,6 +184,23 @@ def _duration(seconds: float) -> Duration:
     d = Duration()
     d.FromNanoseconds(int(seconds * 1e9))
     return d
+
+
+def no_arm_answered(ran: Sequence[ArmOutcome]) -> tuple[grpc.StatusCode, str, str] | None:
+    """The error for a search no arm that ran answered (code, reason, detail), else None.
+
+    UNAVAILABLE when the stores failed; DEADLINE_EXCEEDED when the caller's deadline cut an
+    arm short, so a tight deadline is not reported (and alerted on) as a store outage."""
+    if not ran or any(a.state == "ok" for a in ran):
+        return None
+    states = ", ".join(f"{a.arm}={a.state}({a.detail})" for a in ran)
+    if any(a.state == "deadline" for a in ran):
+        return (
+            grpc.StatusCode.DEADLINE_EXCEEDED,
+            "DEADLINE",
+            f"the caller's deadline ran out before any arm answered: {states}",
+        )
+    return grpc.StatusCode.UNAVAILABLE, "ARMS_UNAVAILABLE", f"no retrieval arm answered: {states}"
 
 
 def _budget(context: grpc.aio.ServicerContext, cap: float, share: float = 1.0) -> float:
@@ -351,7 +370,8 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             arm_timeout = downstream_timeout(context, self._s.arm_timeout_seconds)
         except DeadlineExhausted as exc:
             await abort_info(context, grpc.StatusCode.DEADLINE_EXCEEDED, "DEADLINE", str(exc))
-        result = await self._kb.retrieve(params, arm_timeout)
+        caller_bound = arm_timeout < self._s.arm_timeout_seconds
+        result = await self._kb.retrieve(params, arm_timeout, caller_bound)
         ran = [a for a in result.arms if a.state != "skipped"]
         for arm in result.arms:
             self._m.arm_outcomes.labels(arm.arm, arm.state).inc()
@@ -360,14 +380,8 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         self._m.candidates.observe(len(result.candidates))
         if not result.candidates:
             self._m.empty.inc()
-        if ran and all(a.state != "ok" for a in ran):
-            await abort_info(
-                context,
-                grpc.StatusCode.UNAVAILABLE,
-                "ARMS_UNAVAILABLE",
-                "no retrieval arm answered: "
-                + ", ".join(f"{a.arm}={a.state}({a.detail})" for a in ran),
-            )
+        if (failure := no_arm_answered(ran)) is not None:
+            await abort_info(context, *failure)
         return pb.RetrieveResponse(
             candidates=[
                 pb.Candidate(

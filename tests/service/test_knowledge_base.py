@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 
 from retrieval_svc.embed.minilm import MiniLMEmbedder
@@ -17,6 +19,7 @@ from retrieval_svc.knowledge_base import (
     RetrieveParams,
     check_collection,
 )
+from retrieval_svc.service import no_arm_answered
 from retrieval_svc.stores.base import Hit
 from retrieval_svc.stores.edge import EdgeDenseStore
 from retrieval_svc.stores.tantivy_store import TantivyKeywordStore
@@ -116,6 +119,28 @@ def test_a_slow_arm_times_out_within_its_budget(kb: KnowledgeBase) -> None:
     assert time.perf_counter() - start < 0.8
     assert {a.arm: a.state for a in result.arms} == {"dense": "timeout", "keyword": "ok"}
     assert result.candidates[0].chunk.document_id == "bread"
+
+
+def test_an_arm_cut_short_by_the_callers_deadline_is_not_a_slow_store(kb: KnowledgeBase) -> None:
+    real = kb._dense.search
+
+    def slow(*args: object) -> list[Hit]:
+        time.sleep(1.0)
+        return real(*args)  # type: ignore[arg-type]
+
+    kb._dense.search = slow  # type: ignore[method-assign]
+    params = RetrieveParams(tenant="t1", query="sourdough")
+    result = asyncio.run(kb.retrieve(params, 0.2, caller_bound=True))
+    dense = next(a for a in result.arms if a.arm == "dense")
+    assert (dense.state, result.degraded) == ("deadline", True)
+    assert "caller's deadline" in dense.detail
+    # Both arms out of the caller's time is the caller's deadline, not an outage.
+    down = no_arm_answered([dense, dataclasses.replace(dense, arm="keyword")])
+    assert down is not None and down[0] == grpc.StatusCode.DEADLINE_EXCEEDED
+    timeout = dataclasses.replace(dense, state="timeout")
+    error = dataclasses.replace(dense, arm="keyword", state="error")
+    assert no_arm_answered([timeout, error])[0] == grpc.StatusCode.UNAVAILABLE  # type: ignore[index]
+    assert no_arm_answered([timeout, dataclasses.replace(error, state="ok")]) is None
 
 
 def test_a_hung_keyword_store_does_not_take_the_dense_arm_down_with_it(kb: KnowledgeBase) -> None:
