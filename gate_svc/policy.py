@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,15 @@ import yaml
 from gate_svc.reader_view import READER_SIGNALS, ReaderView, weighs_reader
 from gate_svc.refusal import DEFAULT_MESSAGES
 from gate_svc.rerank_view import RerankView
-from gate_svc.signals import CandidateView, Signals, compute_signals, distance_confidence, sigmoid
+from gate_svc.signals import (
+    SIGNAL_DOMAINS,
+    CandidateView,
+    Signals,
+    compute_signals,
+    distance_confidence,
+    sigmoid,
+    unobserved_signals,
+)
 
 DEFAULT_POLICY_PATH = Path(__file__).with_name("policy_default.yaml")
 
@@ -535,6 +543,32 @@ POLICIES: Mapping[str, PolicyFn] = {
 }
 
 
+#: How far from its fitted mean, in fitted standard deviations, an unobserved signal is put
+#: against the decision (clipped to the values it can take). On the train splits of HaluEval
+#: and Disfl-QA, searched with one arm: at 0 (the mean) false acceptance rose above the
+#: two-arm gate's in keyword-only search; at 1 it fell to 2-9% (two arms: 17% and 30%) while
+#: 34-62% of answerable questions still passed; at 2 nearly nothing passed (docs/evaluation.md).
+UNOBSERVED_SPREAD = 1.0
+
+
+def least_favourable(c: CalibratedConfig, name: str, spread: float = UNOBSERVED_SPREAD) -> float:
+    """The value of a signal nobody observed that counts most against passing in ``c``'s
+    model: ``spread`` standard deviations from its fitted mean, within its domain."""
+    coef = c.coefficients.get(name, 0.0)
+    logged = name in c.log_features
+
+    def scaled(x: float) -> float:
+        return math.log1p(max(0.0, x)) if logged else x
+
+    mean, scale = c.means.get(name, 0.0), c.scales.get(name, 1.0) or 1.0
+    t = mean - math.copysign(spread * scale, coef)
+    lo, hi = SIGNAL_DOMAINS.get(name, (-math.inf, None))
+    t = max(t, scaled(lo))
+    if hi is not None:
+        t = min(t, scaled(hi))
+    return math.expm1(t) if logged else t
+
+
 def decide(
     candidates: Sequence[CandidateView],
     config: PolicyConfig,
@@ -542,16 +576,39 @@ def decide(
     degraded_arms: int = 0,
     rerank: RerankView | None = None,
     reader: ReaderView | None = None,
+    missing_arms: Iterable[str] = (),
 ) -> Decision:
-    """Compute every signal and apply the configured policy."""
+    """Compute every signal and apply the configured policy.
+
+    ``missing_arms``: retrieval arms that returned nothing (failed, timed out, or not asked
+    for). A calibrated model was fitted on searches where both answered; the signals such a
+    search could not observe read as 0, which its model can weigh *for* passing (agreement
+    between arms weighs negatively), so they are set to their least favourable plausible
+    value instead: losing an arm never makes the gate more willing to answer.
+    """
     s = compute_signals(candidates, query, config.seed000.max_distance, degraded_arms=degraded_arms)
+    missing = sorted(set(missing_arms))
+    imputed = []
+    if missing and config.policy == "calibrated" and candidates:
+        c = config.calibrated
+        imputed = sorted(unobserved_signals(missing) & set(c.coefficients))
+        for name in imputed:
+            s.values[name] = least_favourable(c, name)
+        s.values["unobserved_arms"] = float(len(missing))
     if reader is not None:
         s.values.update(reader.signal_values())
     if rerank is not None:
         s.values["rerank_fallback"] = 1.0 if rerank.fallback else 0.0
         if rerank.scale:
             s.values["rerank_top_scale"] = float(max(rerank.scale.values()))
-    return POLICIES[config.policy](candidates, s, config, rerank)
+    decision = POLICIES[config.policy](candidates, s, config, rerank)
+    if not imputed:
+        return decision
+    note = (
+        f"; without {' or '.join(missing)} results, {', '.join(imputed)} "
+        "read at their least favourable"
+    )
+    return replace(decision, detail=decision.detail + note)
 
 
 RERANK_SIGNALS = ("rerank_top_scale", "rerank_fallback")
@@ -602,6 +659,7 @@ def skip_reading(
     query: str = "",
     degraded_arms: int = 0,
     rerank: RerankView | None = None,
+    missing_arms: Iterable[str] = (),
 ) -> str:
     """Why reading the evidence cannot let this decision pass (one of :data:`SKIP_BOUNDS`),
     or ``""`` when it could.
@@ -615,7 +673,9 @@ def skip_reading(
         return "pass_bound"  # no reading could change the decision
     if not _monotone_in_reader(config.calibrated):
         return ""
-    best = decide(candidates, config, query, degraded_arms, rerank, ReaderView((1.0,)))
+    best = decide(
+        candidates, config, query, degraded_arms, rerank, ReaderView((1.0,)), missing_arms
+    )
     if best.outcome == PASS:
         return ""
     # Refused for another reason (no hits, missing facets) counts as missing the pass bound.

@@ -61,6 +61,11 @@ log = logging.getLogger("candor.gate")
 #: Why a decision that weighs the reader got no reading (``reader_fallbacks`` label).
 READER_FALLBACK_REASONS = ("DISABLED", "DEADLINE", "TIMEOUT", "ERROR")
 
+_ARM_NAMES = {
+    retrieval_pb2.ARM_DENSE: "dense",
+    retrieval_pb2.ARM_KEYWORD: "keyword",
+    retrieval_pb2.ARM_UNSPECIFIED: "unspecified",
+}
 _OUTCOMES = {PASS: pb.OUTCOME_PASS, REFUSE: pb.OUTCOME_REFUSE, CLARIFY: pb.OUTCOME_CLARIFY}
 _TIERS = {
     CONFIDENT: evidence_pb2.TIER_CONFIDENT,
@@ -309,6 +314,12 @@ class GateServicer(pb_grpc.GateServiceServicer):
             for a in arms
             if a.state in (retrieval_pb2.ARM_STATE_ERROR, retrieval_pb2.ARM_STATE_TIMEOUT)
         )
+        # Failed, timed out or not asked for (mode): the policy cannot observe its signals.
+        missing = tuple(
+            _ARM_NAMES.get(a.arm, "unspecified")
+            for a in arms
+            if a.state != retrieval_pb2.ARM_STATE_OK
+        )
         shadow = self._policies.shadow
         shadow_policy = shadow.config.for_tenant(tenant) if shadow is not None else None
         # An LLM call (and its latency, cost and failure modes) only where a policy reads it.
@@ -317,15 +328,17 @@ class GateServicer(pb_grpc.GateServiceServicer):
             if any(p is not None and uses_reranker(p) for p in (policy, shadow_policy))
             else None
         )
-        reader = await self._read(query, candidates, (policy, shadow_policy), down, rerank, context)
+        reader = await self._read(
+            query, candidates, (policy, shadow_policy), down, missing, rerank, context
+        )
         t0 = time.perf_counter()
-        decision = decide(candidates, policy, query, down, rerank, reader)
+        decision = decide(candidates, policy, query, down, rerank, reader, missing)
         self._m.decide_seconds.observe(time.perf_counter() - t0)
         out = self._finish(decision, tenant, query, language, arms, degraded, policy)
         out.rewritten_query = reply.rewritten_query
         out = await self._translate_refusal(out, query, language, policy, context)
         if shadow is not None and shadow_policy is not None:
-            s = decide(candidates, shadow_policy, query, down, rerank, reader)
+            s = decide(candidates, shadow_policy, query, down, rerank, reader, missing)
             agrees = s.outcome == decision.outcome
             out.shadow.CopyFrom(
                 pb.ShadowDecision(
@@ -382,6 +395,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
         candidates: list[CandidateView],
         policies: tuple[PolicyConfig | None, ...],
         down: int,
+        missing: tuple[str, ...],
         rerank: RerankView | None,
         context: grpc.aio.ServicerContext,
     ) -> ReaderView | None:
@@ -390,7 +404,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
         weighing = [p for p in policies if p is not None and uses_reader(p)]
         if not candidates or not weighing:
             return None
-        skips = [skip_reading(candidates, p, query, down, rerank) for p in weighing]
+        skips = [skip_reading(candidates, p, query, down, rerank, missing) for p in weighing]
         if all(skips):
             self._m.reader_skips.labels(skips[0]).inc()
             return ReaderView(skipped=True)

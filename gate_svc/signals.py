@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -264,6 +264,7 @@ SIGNAL_NAMES = frozenset(
         "answer_type_found",
         "curated_hits",
         "degraded_arms",
+        "unobserved_arms",
         "query_terms",
         "rerank_top_scale",
         "rerank_fallback",
@@ -273,6 +274,46 @@ SIGNAL_NAMES = frozenset(
         "reader_skipped",
     }
 )
+
+
+#: The signals a search without each arm cannot observe: its scores, and agreement between arms.
+_BOTH_ARMS = ("top_in_both", "in_both_top_k", "top_rrf", "rrf_ratio")
+ARM_SIGNALS: dict[str, frozenset[str]] = {
+    "dense": frozenset(
+        (
+            "top_cosine",
+            "top_distance_confidence",
+            "cosine_ratio",
+            "quality_top",
+            "quality_gap",
+            *_BOTH_ARMS,
+        )
+    ),
+    "keyword": frozenset(("top_bm25", "bm25_per_query_term", *_BOTH_ARMS)),
+}
+
+#: The values each of those signals can take (None: no upper bound).
+SIGNAL_DOMAINS: dict[str, tuple[float, float | None]] = {
+    "top_cosine": (0.0, 1.0),
+    "top_distance_confidence": (0.0, 100.0),
+    "cosine_ratio": (0.0, 10.0),
+    "quality_top": (0.0, 1.0),
+    "quality_gap": (0.0, 2.0),
+    "top_in_both": (0.0, 1.0),
+    "in_both_top_k": (0.0, 5.0),
+    "top_rrf": (0.0, None),
+    "rrf_ratio": (0.0, 10.0),
+    "top_bm25": (0.0, None),
+    "bm25_per_query_term": (0.0, None),
+}
+
+
+def unobserved_signals(missing_arms: Iterable[str]) -> frozenset[str]:
+    """Signals a search without ``missing_arms`` (``dense``, ``keyword``) could not observe."""
+    out: frozenset[str] = frozenset()
+    for arm in missing_arms:
+        out |= ARM_SIGNALS.get(arm, frozenset())
+    return out
 
 
 def sigmoid(z: float) -> float:

@@ -399,3 +399,33 @@ def test_one_trace_spans_gate_retrieval_and_generator(stack: Stack) -> None:
     retrieve = spans["/candor.retrieval.v1.RetrievalService/Retrieve"]
     generate = spans["/candor.generator.v1.GeneratorService/Generate"]
     assert ask.context.trace_id == retrieve.context.trace_id == generate.context.trace_id
+
+
+def test_one_arm_missing_never_lets_an_unanswerable_question_through(stack: Stack) -> None:
+    # Fitted on two-arm searches, the calibrated model read a missing arm's agreement signals
+    # as 0, which it weighs *for* passing: keyword-only search (a dense outage, a tight
+    # deadline, or mode=KEYWORD) passed near misses that both arms refused.
+    questions = [
+        json.loads(line) for line in (SAMPLES / "questions.jsonl").read_text().splitlines()
+    ]
+    unanswerable = [q["question"] for q in questions if not q["answerable"]]
+    assert len(unanswerable) >= 10
+    with grpc.insecure_channel(stack.address("GateService")) as ch:
+        gate = gate_pb2_grpc.GateServiceStub(ch)
+
+        def decide(question: str, mode: int) -> gate_pb2.Decision:
+            request = gate_pb2.EvaluateRequest(tenant=TENANT, query=question, mode=mode)  # type: ignore[arg-type]
+            reply = gate.Evaluate(request, metadata=[("x-api-key", KEY)])
+            decision: gate_pb2.Decision = reply.decision
+            return decision
+
+        let_through = []
+        for question in unanswerable:
+            both = decide(question, retrieval_pb2.RETRIEVAL_MODE_HYBRID)
+            for mode in (retrieval_pb2.RETRIEVAL_MODE_KEYWORD, retrieval_pb2.RETRIEVAL_MODE_DENSE):
+                one = decide(question, mode)
+                if one.outcome == gate_pb2.OUTCOME_PASS and both.outcome != gate_pb2.OUTCOME_PASS:
+                    let_through.append((question, mode, one.confidence, both.confidence))
+                if one.evidence or one.signals:
+                    assert "least favourable" in one.reason_detail
+        assert let_through == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 from pathlib import Path
 
 import pytest
@@ -23,10 +24,18 @@ from gate_svc.policy import (
     TierBounds,
     decide,
     display_confidence,
+    least_favourable,
     load_policy,
     parse_policy,
 )
-from gate_svc.signals import SIGNAL_NAMES, CandidateView, compute_signals, distance_confidence
+from gate_svc.signals import (
+    ARM_SIGNALS,
+    SIGNAL_DOMAINS,
+    SIGNAL_NAMES,
+    CandidateView,
+    compute_signals,
+    distance_confidence,
+)
 
 CURATED, ARTICLE = 2, 1
 CONFIG = PolicyConfig(version="test-1")
@@ -365,3 +374,48 @@ def test_parse_policy_does_not_mangle_a_numeric_version() -> None:
     except PolicyError:
         return  # rejecting a non-string version is also fine
     assert version == "1.10"
+
+
+PACKAGED = [DEFAULT_POLICY_PATH, *sorted((DEFAULT_POLICY_PATH.parent / "policies").glob("*.yaml"))]
+
+
+@pytest.mark.parametrize("path", PACKAGED, ids=lambda p: p.name)
+def test_a_signal_no_arm_observed_counts_against_passing_in_every_packaged_config(
+    path: Path,
+) -> None:
+    c = load_policy(path).calibrated
+    for arm, names in ARM_SIGNALS.items():
+        for name in sorted(names & set(c.coefficients)):
+            x = least_favourable(c, name)
+            t = math.log1p(x) if name in c.log_features else x
+            contribution = c.coefficients[name] * (t - c.means[name]) / c.scales[name]
+            assert contribution <= 1e-12, (arm, name, x, contribution)
+            lo, hi = SIGNAL_DOMAINS[name]
+            assert x >= lo and (hi is None or x <= hi), (name, x)
+
+
+def test_keyword_only_evidence_is_judged_with_the_dense_signals_against_it() -> None:
+    config = load_policy(DEFAULT_POLICY_PATH)
+    query = "How much does a Growth plan cost per month?"
+    views = [
+        dataclasses.replace(
+            cand(i, None, bm25=30.0 - i, fused=1 / (61 + i)),
+            text="The Growth plan costs $49 per month with 2,000 labels included.",
+        )
+        for i in range(1, 6)
+    ]
+    as_if_fine = decide(views, config, query)
+    degraded = decide(views, config, query, missing_arms=("dense",))
+    # Read as 0, "neither arm agreed" weighed for passing: the degraded search looked better.
+    assert degraded.confidence < as_if_fine.confidence
+    assert degraded.signals["top_in_both"] == 1.0  # the least favourable: agreement weighs against
+    assert degraded.signals["unobserved_arms"] == 1.0
+    assert "without dense results" in degraded.detail
+    assert "top_in_both" in degraded.detail
+    # Nothing changes for a full search, or for a policy that is not the calibrated model.
+    assert decide(views, config, query, missing_arms=()).confidence == as_if_fine.confidence
+    seed = dataclasses.replace(config, policy="seed000")
+    assert (
+        decide(views, seed, query, missing_arms=("dense",)).detail
+        == decide(views, seed, query).detail
+    )
