@@ -256,13 +256,14 @@ class GateServicer(pb_grpc.GateServiceServicer):
     async def _validate(
         self, tenant: str, query: str, mode: int, context: grpc.aio.ServicerContext
     ) -> None:
+        caller = await self._auth.authenticate(context)
         v = FieldViolations()
         check_tenant(tenant, v)
         check_query(query, self._s.max_query_chars, v)
         check_enum(mode, retrieval_pb2.RetrievalMode.DESCRIPTOR, v, "mode")
         if v:
             await abort_invalid(context, v)
-        await self._auth.authorize(context, tenant)
+        await self._auth.authorize(context, caller, tenant)
 
     async def _decide(
         self,
@@ -599,13 +600,14 @@ class GateServicer(pb_grpc.GateServiceServicer):
     async def GetPolicy(
         self, request: pb.GetPolicyRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetPolicyResponse:
+        caller = await self._auth.authenticate(context)
         if request.tenant:
             v = FieldViolations()
             check_tenant(request.tenant, v)
             if v:
                 await abort_invalid(context, v)
         # Without a tenant the reply is the global config: still only for a valid key.
-        await self._auth.authorize(context, request.tenant or None)
+        await self._auth.authorize(context, caller, request.tenant or None)
         active = self._policies.active
         reply = pb.GetPolicyResponse(
             active=_policy_info(active, request.tenant),

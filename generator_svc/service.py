@@ -132,6 +132,8 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
         self, request: pb.GenerateRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.GenerateResponse]:
         start = time.perf_counter()
+        # Key first: a caller without one must not learn (or count as rejected) token validity.
+        caller = await self._auth.authenticate(context)
         v = FieldViolations()
         if not request.pass_token:
             v.add("pass_token", "required")
@@ -151,7 +153,7 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
         except TokenError as exc:
             await self._refuse_token(exc, context)
         # Authorised before the token is spent: a caller refused here must not use it up.
-        await self._auth.authorize(context, claims.tenant)
+        await self._auth.authorize(context, caller, claims.tenant)
         try:
             self._verifier.spend(claims)
         except TokenError as exc:

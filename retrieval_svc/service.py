@@ -337,6 +337,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
     async def Retrieve(
         self, request: pb.RetrieveRequest, context: grpc.aio.ServicerContext
     ) -> pb.RetrieveResponse:
+        caller = await self._auth.authenticate(context)
         v = FieldViolations()
         check_tenant(request.tenant, v)
         check_query(request.query, self._s.max_query_chars, v)
@@ -350,7 +351,9 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         check_enum(request.fusion, pb.FusionMethod.DESCRIPTOR, v, "fusion")
         if v:
             await abort_invalid(context, v)
-        await self._auth.authorize(context, request.tenant, operator=request.include_unpublished)
+        await self._auth.authorize(
+            context, caller, request.tenant, operator=request.include_unpublished
+        )
         rewrite, vector = await self._rewrite(request.query, context)
         weighted = request.fusion == pb.FUSION_METHOD_WEIGHTED_SCORE
         params = RetrieveParams(
@@ -424,6 +427,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
     async def UpsertDocuments(
         self, request: pb.UpsertDocumentsRequest, context: grpc.aio.ServicerContext
     ) -> pb.UpsertDocumentsResponse:
+        caller = await self._auth.authenticate(context)
         v = FieldViolations()
         check_tenant(request.tenant, v)
         if not request.documents:
@@ -466,7 +470,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             )
         if v:
             await abort_invalid(context, v)
-        await self._auth.authorize(context, request.tenant)
+        await self._auth.authorize(context, caller, request.tenant)
         docs = [
             SourceDocument(
                 tenant=request.tenant,
@@ -509,6 +513,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
     async def DeleteDocuments(
         self, request: pb.DeleteDocumentsRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeleteDocumentsResponse:
+        caller = await self._auth.authenticate(context)
         v = FieldViolations()
         check_tenant(request.tenant, v)
         if not request.document_ids:
@@ -518,7 +523,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         check_document_ids(list(request.document_ids), v, "document_ids[{}]")
         if v:
             await abort_invalid(context, v)
-        await self._auth.authorize(context, request.tenant)
+        await self._auth.authorize(context, caller, request.tenant)
         ids = list(request.document_ids)
         results = await self._write(lambda: self._kb.delete(request.tenant, ids))
         for r in results:

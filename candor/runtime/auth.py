@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+from dataclasses import dataclass
 
 import grpc
 
@@ -18,6 +19,13 @@ log = logging.getLogger("candor.auth")
 def hash_key(key: str) -> str:
     """The sha256 hex digest stored in config for an API key."""
     return hashlib.sha256(key.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Caller:
+    """An authenticated caller: the tenants its key may use (None when auth is off)."""
+
+    tenants: tuple[str, ...] | None
 
 
 class Authenticator:
@@ -43,15 +51,13 @@ class Authenticator:
                 return entry.tenants
         return None
 
-    async def authorize(
-        self, context: grpc.aio.ServicerContext, tenant: str | None, *, operator: bool = False
-    ) -> None:
-        """Abort with UNAUTHENTICATED or PERMISSION_DENIED unless the caller may use ``tenant``
-        (None: any valid key will do). ``operator`` asks for a key of every tenant ("*")."""
+    async def authenticate(self, context: grpc.aio.ServicerContext) -> Caller:
+        """The caller behind the key, or abort with UNAUTHENTICATED for a missing or unknown
+        key. Called before the request is validated, so a caller without a key learns nothing
+        about what a valid request (or pass token) looks like."""
         if not self._settings.enabled:
-            return
-        key = caller_api_key(context)
-        tenants = self.tenants_for(key)
+            return Caller(None)
+        tenants = self.tenants_for(caller_api_key(context))
         if tenants is None:
             await abort_info(
                 context,
@@ -59,6 +65,21 @@ class Authenticator:
                 "API_KEY_INVALID",
                 f"missing or unknown API key (send it in '{API_KEY_HEADER}' metadata)",
             )
+        return Caller(tenants)
+
+    async def authorize(
+        self,
+        context: grpc.aio.ServicerContext,
+        caller: Caller,
+        tenant: str | None,
+        *,
+        operator: bool = False,
+    ) -> None:
+        """Abort with PERMISSION_DENIED unless the authenticated ``caller`` may use ``tenant``
+        (None: any valid key will do). ``operator`` asks for a key of every tenant ("*")."""
+        tenants = caller.tenants
+        if tenants is None:
+            return
         if operator and "*" not in tenants:
             await abort_info(
                 context,

@@ -141,6 +141,80 @@ def test_missing_or_wrong_api_key_is_unauthenticated(stack: Stack, key: str | No
     assert error_reason_of(err.value) == "API_KEY_INVALID"
 
 
+# One request per RPC that is invalid (or, for Generate, carries a junk token): a caller
+# without a valid key must get UNAUTHENTICATED for it, not a verdict on the request.
+INVALID_CALLS = {
+    "RetrievalService.Retrieve": retrieval_pb2.RetrieveRequest(tenant="t a", query=" "),
+    "RetrievalService.UpsertDocuments": retrieval_pb2.UpsertDocumentsRequest(tenant="t a"),
+    "RetrievalService.DeleteDocuments": retrieval_pb2.DeleteDocumentsRequest(tenant="t a"),
+    "GateService.Evaluate": gate_pb2.EvaluateRequest(tenant=TENANT, query=" "),
+    "GateService.Ask": gate_pb2.AskRequest(tenant=TENANT, query=" "),
+    "GateService.GetPolicy": gate_pb2.GetPolicyRequest(tenant="t a"),
+    "GeneratorService.Generate": generator_pb2.GenerateRequest(query=ANSWERED),
+}
+JUNK_TOKEN = generator_pb2.GenerateRequest(pass_token="not-a-token", query=ANSWERED)
+
+
+def _call(stack: Stack, rpc: str, request: object, key: str | None) -> grpc.RpcError:
+    """The error ``rpc`` (``Service.Method``) fails with for ``request`` under ``key``."""
+    service, method = rpc.split(".")
+    stubs = {
+        "RetrievalService": retrieval_pb2_grpc.RetrievalServiceStub,
+        "GateService": gate_pb2_grpc.GateServiceStub,
+        "GeneratorService": generator_pb2_grpc.GeneratorServiceStub,
+    }
+    with grpc.insecure_channel(stack.address(service)) as ch:
+        call = getattr(stubs[service](ch), method)
+        with pytest.raises(grpc.RpcError) as err:
+            reply = call(request, metadata=client.metadata(key), timeout=10)
+            if not hasattr(reply, "ListFields"):  # a server stream
+                list(reply)
+    return err.value
+
+
+def test_every_rpc_is_in_the_authentication_table() -> None:
+    rpcs = {
+        f"{name}.{m.name}"
+        for module, name in (
+            (retrieval_pb2, "RetrievalService"),
+            (gate_pb2, "GateService"),
+            (generator_pb2, "GeneratorService"),
+        )
+        for m in module.DESCRIPTOR.services_by_name[name].methods
+    }
+    assert set(INVALID_CALLS) == rpcs
+
+
+@pytest.mark.parametrize("rpc", sorted(INVALID_CALLS))
+def test_the_key_is_checked_before_the_request_on_every_rpc(stack: Stack, rpc: str) -> None:
+    request = INVALID_CALLS[rpc]
+    for key in (None, "wrong-key"):
+        err = _call(stack, rpc, request, key)
+        assert err.code() == grpc.StatusCode.UNAUTHENTICATED, (rpc, key, err.details())
+        assert error_reason_of(err) == "API_KEY_INVALID"
+    # A known key learns what is wrong with the request, even one for another tenant: the
+    # tenant check needs a valid tenant, so it comes after validation.
+    for key in (KEY, OTHER_KEY):
+        err = _call(stack, rpc, request, key)
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, (rpc, key, err.details())
+
+
+def test_a_junk_pass_token_without_a_key_is_unauthenticated_and_not_counted(stack: Stack) -> None:
+    def rejections() -> float:
+        text = scrape(stack.metrics_port("GeneratorService"))
+        return metric_value(text, "candor_generator_token_rejections_total")
+
+    before = rejections()
+    for key in (None, "wrong-key"):
+        err = _call(stack, "GeneratorService.Generate", JUNK_TOKEN, key)
+        assert err.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert rejections() == before
+    err = _call(stack, "GeneratorService.Generate", JUNK_TOKEN, KEY)
+    assert err.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert error_reason_of(err) == "TOKEN_MALFORMED"
+    assert rejections() == before + 1
+
+
 def test_key_for_another_tenant_is_permission_denied_everywhere(stack: Stack) -> None:
     ch, gate = _gate(stack)
     with ch, pytest.raises(grpc.RpcError) as err:
