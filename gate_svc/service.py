@@ -25,10 +25,11 @@ from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from candor.runtime.auth import Authenticator, forwarded_metadata
 from candor.runtime.deadline import DeadlineExhausted, downstream_timeout
 from candor.runtime.errors import FieldViolations, abort_info, abort_invalid, error_reason_of
+from candor.runtime.message_size import trim_to_fit
 from candor.runtime.metrics import LATENCY_BUCKETS, ServiceMetrics
 from candor.runtime.server import ServiceSpec
 from candor.runtime.validation import check_enum, check_query, check_tenant
-from candor.settings import Settings, SettingsError
+from candor.settings import ServerSettings, Settings, SettingsError
 from candor.token import TokenSigner, load_or_create_signing_key, write_public_key
 from gate_svc.policy import (
     CLARIFY,
@@ -57,6 +58,9 @@ from gate_svc.signals import CandidateView
 from gate_svc.translation import build_translator
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["GateService"].full_name
+DECISION_RESERVE_BYTES = 16 * 1024
+"""Left under the send limit for what is set on a decision after its evidence: the rewritten
+query, the shadow decision, the elapsed time."""
 log = logging.getLogger("candor.gate")
 #: Why a decision that weighs the reader got no reading (``reader_fallbacks`` label).
 READER_FALLBACK_REASONS = ("DISABLED", "DEADLINE", "TIMEOUT", "ERROR")
@@ -194,6 +198,10 @@ class GateMetrics:
         )
 
 
+def _receive_limit(server: ServerSettings) -> tuple[str, int]:
+    return ("grpc.max_receive_message_length", server.max_message_bytes)
+
+
 def candidate_view(c: retrieval_pb2.Candidate) -> CandidateView:
     return CandidateView(
         chunk_id=c.chunk_id,
@@ -221,6 +229,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
         reader: EvidenceReader | None,
     ) -> None:
         self._s = settings.gate
+        self._max_message_bytes = settings.gate.server.max_message_bytes
         self._policies = policies
         try:
             self._reranker = build_reranker(settings.gate.reranker)
@@ -230,17 +239,21 @@ class GateServicer(pb_grpc.GateServiceServicer):
         self._reader = reader
         self._signer, self._auth, self._m = signer, auth, metrics
         interceptors = aio_client_interceptors()  # type: ignore[no-untyped-call]
-        options = [
-            (
-                "grpc.service_config",
-                json.dumps({"loadBalancingConfig": [{self._s.load_balancing: {}}]}),
-            )
-        ]
+        balancing = (
+            "grpc.service_config",
+            json.dumps({"loadBalancingConfig": [{self._s.load_balancing: {}}]}),
+        )
+        # A reply may be as large as its server sends (server.max_message_bytes in that
+        # service's section), not the client's 4 MiB default.
         self._retrieval_channel = grpc.aio.insecure_channel(
-            self._s.retrieval_target, options=options, interceptors=interceptors
+            self._s.retrieval_target,
+            options=[balancing, _receive_limit(settings.retrieval.server)],
+            interceptors=interceptors,
         )
         self._generator_channel = grpc.aio.insecure_channel(
-            self._s.generator_target, options=options, interceptors=interceptors
+            self._s.generator_target,
+            options=[balancing, _receive_limit(settings.generator.server)],
+            interceptors=interceptors,
         )
         self._retrieval = retrieval_pb2_grpc.RetrievalServiceStub(self._retrieval_channel)
         self._generator = generator_pb2_grpc.GeneratorServiceStub(self._generator_channel)
@@ -512,16 +525,32 @@ class GateServicer(pb_grpc.GateServiceServicer):
         if d.outcome in (PASS, CLARIFY):
             # On CLARIFY (seed 001: nothing matched) Ask has the generator ask one clarifying
             # question: the token admits no evidence and allows nothing but that question.
-            token, expires = self._signer.mint(
+            mint = partial(
+                self._signer.mint,
                 tenant=tenant,
                 query=query,
-                evidence=[(e.chunk_id, e.text) for e in out.evidence],
-                titles=[e.title for e in out.evidence],
                 policy_version=d.policy_version,
                 tier=d.tier,
                 confidence=d.confidence,
                 clarify_only=d.outcome == CLARIFY,
             )
+            token, expires = mint(
+                evidence=[(e.chunk_id, e.text) for e in out.evidence],
+                titles=[e.title for e in out.evidence],
+            )
+            # Up to max_evidence curated answers can outgrow the send limit: keep the best
+            # that fit beside the token (which only shrinks when re-signed over fewer chunks).
+            room = self._max_message_bytes - len(token) - DECISION_RESERVE_BYTES
+            out.evidence_trimmed = trim_to_fit(out, "evidence", room)
+            if out.evidence_trimmed:
+                log.warning(
+                    "evidence trimmed to fit the message limit",
+                    extra={"trimmed": out.evidence_trimmed, "kept": len(out.evidence)},
+                )
+                token, expires = mint(
+                    evidence=[(e.chunk_id, e.text) for e in out.evidence],
+                    titles=[e.title for e in out.evidence],
+                )
             out.pass_token = token
             out.pass_token_expires_at.CopyFrom(Timestamp(seconds=expires))
         self._m.decisions.labels(d.outcome, d.reason, d.tier, d.policy_version).inc()

@@ -22,6 +22,7 @@ from candor.retrieval.v1 import retrieval_pb2_grpc as pb_grpc
 from candor.runtime.auth import Authenticator
 from candor.runtime.deadline import DeadlineExhausted, downstream_timeout
 from candor.runtime.errors import FieldViolations, abort_info, abort_invalid
+from candor.runtime.message_size import trim_to_fit
 from candor.runtime.metrics import LATENCY_BUCKETS, ServiceMetrics
 from candor.runtime.server import ServiceSpec
 from candor.runtime.validation import (
@@ -225,6 +226,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         question_generator: QuestionGenerator | None = None,
     ) -> None:
         self._kb, self._s, self._auth, self._m = kb, settings.retrieval, auth, metrics
+        self._max_message_bytes = settings.retrieval.server.max_message_bytes
         self._rewriter, self._questions = rewriter, question_generator
         # One writer at a time keeps the two stores' commits in the same order.
         self._write_lock = asyncio.Lock()
@@ -385,7 +387,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             self._m.empty.inc()
         if (failure := no_arm_answered(ran)) is not None:
             await abort_info(context, *failure)
-        return pb.RetrieveResponse(
+        reply = pb.RetrieveResponse(
             candidates=[
                 pb.Candidate(
                     chunk_id=c.chunk.chunk_id,
@@ -423,6 +425,15 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             rewritten_query=rewrite.rewritten if rewrite else "",
             query_rewrite=_REWRITES[rewrite.outcome] if rewrite else pb.QUERY_REWRITE_DISABLED,
         )
+        # top_k curated answers with long titles and uris can outgrow the send limit: the
+        # caller gets the best candidates that fit and the count left out, not a transport error.
+        reply.candidates_trimmed = trim_to_fit(reply, "candidates", self._max_message_bytes)
+        if reply.candidates_trimmed:
+            log.warning(
+                "candidates trimmed to fit the message limit",
+                extra={"trimmed": reply.candidates_trimmed, "kept": len(reply.candidates)},
+            )
+        return reply
 
     async def UpsertDocuments(
         self, request: pb.UpsertDocumentsRequest, context: grpc.aio.ServicerContext

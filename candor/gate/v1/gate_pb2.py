@@ -29,17 +29,17 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x63\x61ndor/gate/v1/gate.proto\x12\x0e\x63\x61ndor.gate.v1\x1a\x1f\x63\x61ndor/common/v1/evidence.proto\x1a#candor/generator/v1/generator.proto\x1a#candor/retrieval/v1/retrieval.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"%\n\x06Signal\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01\"(\n\tThreshold\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01\"\x9e\x01\n\x0eShadowDecision\x12\x16\n\x0epolicy_version\x18\x01 \x01(\t\x12(\n\x07outcome\x18\x02 \x01(\x0e\x32\x17.candor.gate.v1.Outcome\x12&\n\x06reason\x18\x03 \x01(\x0e\x32\x16.candor.gate.v1.Reason\x12\x12\n\nconfidence\x18\x04 \x01(\x01\x12\x0e\n\x06\x61grees\x18\x05 \x01(\x08\"\xe0\x05\n\x08\x44\x65\x63ision\x12\x13\n\x0b\x64\x65\x63ision_id\x18\x01 \x01(\t\x12(\n\x07outcome\x18\x02 \x01(\x0e\x32\x17.candor.gate.v1.Outcome\x12$\n\x04tier\x18\x03 \x01(\x0e\x32\x16.candor.common.v1.Tier\x12\x12\n\nconfidence\x18\x04 \x01(\x01\x12\x1a\n\x12\x64isplay_confidence\x18\x05 \x01(\r\x12&\n\x06reason\x18\x06 \x01(\x0e\x32\x16.candor.gate.v1.Reason\x12\x15\n\rreason_detail\x18\x07 \x01(\t\x12\x17\n\x0frefusal_message\x18\x08 \x01(\t\x12\x18\n\x10refusal_language\x18\t \x01(\t\x12\x16\n\x0epolicy_version\x18\n \x01(\t\x12\x13\n\x0bpolicy_name\x18\x0b \x01(\t\x12\'\n\x07signals\x18\x0c \x03(\x0b\x32\x16.candor.gate.v1.Signal\x12-\n\nthresholds\x18\r \x03(\x0b\x32\x19.candor.gate.v1.Threshold\x12,\n\x08\x65vidence\x18\x0e \x03(\x0b\x32\x1a.candor.common.v1.Evidence\x12\x12\n\npass_token\x18\x0f \x01(\t\x12\x39\n\x15pass_token_expires_at\x18\x10 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\x0emissing_facets\x18\x11 \x03(\t\x12,\n\x04\x61rms\x18\x12 \x03(\x0b\x32\x1e.candor.retrieval.v1.ArmStatus\x12\x10\n\x08\x64\x65graded\x18\x13 \x01(\x08\x12.\n\x06shadow\x18\x14 \x01(\x0b\x32\x1e.candor.gate.v1.ShadowDecision\x12*\n\x07\x65lapsed\x18\x15 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x17\n\x0frewritten_query\x18\x16 \x01(\t\"t\n\x0f\x45valuateRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\x10\n\x08language\x18\x03 \x01(\t\x12\x30\n\x04mode\x18\x04 \x01(\x0e\x32\".candor.retrieval.v1.RetrievalMode\">\n\x10\x45valuateResponse\x12*\n\x08\x64\x65\x63ision\x18\x01 \x01(\x0b\x32\x18.candor.gate.v1.Decision\"o\n\nAskRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\x10\n\x08language\x18\x03 \x01(\t\x12\x30\n\x04mode\x18\x04 \x01(\x0e\x32\".candor.retrieval.v1.RetrievalMode\"\xaa\x01\n\x0b\x41skResponse\x12,\n\x08\x64\x65\x63ision\x18\x01 \x01(\x0b\x32\x18.candor.gate.v1.DecisionH\x00\x12\x31\n\x05\x64\x65lta\x18\x02 \x01(\x0b\x32 .candor.generator.v1.AnswerDeltaH\x00\x12\x31\n\x05\x66inal\x18\x03 \x01(\x0b\x32 .candor.generator.v1.AnswerFinalH\x00\x42\x07\n\x05\x65vent\"\"\n\x10GetPolicyRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\"\xb6\x01\n\nPolicyInfo\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x13\n\x0bpolicy_name\x18\x02 \x01(\t\x12-\n\tloaded_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06sha256\x18\x04 \x01(\t\x12-\n\nthresholds\x18\x05 \x03(\x0b\x32\x19.candor.gate.v1.Threshold\x12\x14\n\x0creader_model\x18\x06 \x01(\t\"\x84\x01\n\x11GetPolicyResponse\x12*\n\x06\x61\x63tive\x18\x01 \x01(\x0b\x32\x1a.candor.gate.v1.PolicyInfo\x12*\n\x06shadow\x18\x02 \x01(\x0b\x32\x1a.candor.gate.v1.PolicyInfo\x12\x17\n\x0f\x65vidence_reader\x18\x03 \x01(\t*]\n\x07Outcome\x12\x17\n\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x10\n\x0cOUTCOME_PASS\x10\x01\x12\x12\n\x0eOUTCOME_REFUSE\x10\x02\x12\x13\n\x0fOUTCOME_CLARIFY\x10\x03*\x89\x02\n\x06Reason\x12\x16\n\x12REASON_UNSPECIFIED\x10\x00\x12\x11\n\rREASON_PASSED\x10\x01\x12\x19\n\x15REASON_CURATED_ANSWER\x10\x02\x12\x12\n\x0eREASON_NO_HITS\x10\x03\x12\x16\n\x12REASON_BELOW_FLOOR\x10\x04\x12\x19\n\x15REASON_LOW_CONFIDENCE\x10\x05\x12\x1a\n\x16REASON_NO_CLEAR_WINNER\x10\x06\x12\x19\n\x15REASON_MISSING_FACETS\x10\x07\x12\x1e\n\x1aREASON_RERANK_NOT_RELEVANT\x10\x08\x12\x1b\n\x17REASON_ARMS_UNAVAILABLE\x10\t2\xf0\x01\n\x0bGateService\x12M\n\x08\x45valuate\x12\x1f.candor.gate.v1.EvaluateRequest\x1a .candor.gate.v1.EvaluateResponse\x12@\n\x03\x41sk\x12\x1a.candor.gate.v1.AskRequest\x1a\x1b.candor.gate.v1.AskResponse0\x01\x12P\n\tGetPolicy\x12 .candor.gate.v1.GetPolicyRequest\x1a!.candor.gate.v1.GetPolicyResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x63\x61ndor/gate/v1/gate.proto\x12\x0e\x63\x61ndor.gate.v1\x1a\x1f\x63\x61ndor/common/v1/evidence.proto\x1a#candor/generator/v1/generator.proto\x1a#candor/retrieval/v1/retrieval.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"%\n\x06Signal\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01\"(\n\tThreshold\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01\"\x9e\x01\n\x0eShadowDecision\x12\x16\n\x0epolicy_version\x18\x01 \x01(\t\x12(\n\x07outcome\x18\x02 \x01(\x0e\x32\x17.candor.gate.v1.Outcome\x12&\n\x06reason\x18\x03 \x01(\x0e\x32\x16.candor.gate.v1.Reason\x12\x12\n\nconfidence\x18\x04 \x01(\x01\x12\x0e\n\x06\x61grees\x18\x05 \x01(\x08\"\xfa\x05\n\x08\x44\x65\x63ision\x12\x13\n\x0b\x64\x65\x63ision_id\x18\x01 \x01(\t\x12(\n\x07outcome\x18\x02 \x01(\x0e\x32\x17.candor.gate.v1.Outcome\x12$\n\x04tier\x18\x03 \x01(\x0e\x32\x16.candor.common.v1.Tier\x12\x12\n\nconfidence\x18\x04 \x01(\x01\x12\x1a\n\x12\x64isplay_confidence\x18\x05 \x01(\r\x12&\n\x06reason\x18\x06 \x01(\x0e\x32\x16.candor.gate.v1.Reason\x12\x15\n\rreason_detail\x18\x07 \x01(\t\x12\x17\n\x0frefusal_message\x18\x08 \x01(\t\x12\x18\n\x10refusal_language\x18\t \x01(\t\x12\x16\n\x0epolicy_version\x18\n \x01(\t\x12\x13\n\x0bpolicy_name\x18\x0b \x01(\t\x12\'\n\x07signals\x18\x0c \x03(\x0b\x32\x16.candor.gate.v1.Signal\x12-\n\nthresholds\x18\r \x03(\x0b\x32\x19.candor.gate.v1.Threshold\x12,\n\x08\x65vidence\x18\x0e \x03(\x0b\x32\x1a.candor.common.v1.Evidence\x12\x12\n\npass_token\x18\x0f \x01(\t\x12\x39\n\x15pass_token_expires_at\x18\x10 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\x0emissing_facets\x18\x11 \x03(\t\x12,\n\x04\x61rms\x18\x12 \x03(\x0b\x32\x1e.candor.retrieval.v1.ArmStatus\x12\x10\n\x08\x64\x65graded\x18\x13 \x01(\x08\x12.\n\x06shadow\x18\x14 \x01(\x0b\x32\x1e.candor.gate.v1.ShadowDecision\x12*\n\x07\x65lapsed\x18\x15 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x17\n\x0frewritten_query\x18\x16 \x01(\t\x12\x18\n\x10\x65vidence_trimmed\x18\x17 \x01(\r\"t\n\x0f\x45valuateRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\x10\n\x08language\x18\x03 \x01(\t\x12\x30\n\x04mode\x18\x04 \x01(\x0e\x32\".candor.retrieval.v1.RetrievalMode\">\n\x10\x45valuateResponse\x12*\n\x08\x64\x65\x63ision\x18\x01 \x01(\x0b\x32\x18.candor.gate.v1.Decision\"o\n\nAskRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\x10\n\x08language\x18\x03 \x01(\t\x12\x30\n\x04mode\x18\x04 \x01(\x0e\x32\".candor.retrieval.v1.RetrievalMode\"\xaa\x01\n\x0b\x41skResponse\x12,\n\x08\x64\x65\x63ision\x18\x01 \x01(\x0b\x32\x18.candor.gate.v1.DecisionH\x00\x12\x31\n\x05\x64\x65lta\x18\x02 \x01(\x0b\x32 .candor.generator.v1.AnswerDeltaH\x00\x12\x31\n\x05\x66inal\x18\x03 \x01(\x0b\x32 .candor.generator.v1.AnswerFinalH\x00\x42\x07\n\x05\x65vent\"\"\n\x10GetPolicyRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\"\xb6\x01\n\nPolicyInfo\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x13\n\x0bpolicy_name\x18\x02 \x01(\t\x12-\n\tloaded_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06sha256\x18\x04 \x01(\t\x12-\n\nthresholds\x18\x05 \x03(\x0b\x32\x19.candor.gate.v1.Threshold\x12\x14\n\x0creader_model\x18\x06 \x01(\t\"\x84\x01\n\x11GetPolicyResponse\x12*\n\x06\x61\x63tive\x18\x01 \x01(\x0b\x32\x1a.candor.gate.v1.PolicyInfo\x12*\n\x06shadow\x18\x02 \x01(\x0b\x32\x1a.candor.gate.v1.PolicyInfo\x12\x17\n\x0f\x65vidence_reader\x18\x03 \x01(\t*]\n\x07Outcome\x12\x17\n\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x10\n\x0cOUTCOME_PASS\x10\x01\x12\x12\n\x0eOUTCOME_REFUSE\x10\x02\x12\x13\n\x0fOUTCOME_CLARIFY\x10\x03*\x89\x02\n\x06Reason\x12\x16\n\x12REASON_UNSPECIFIED\x10\x00\x12\x11\n\rREASON_PASSED\x10\x01\x12\x19\n\x15REASON_CURATED_ANSWER\x10\x02\x12\x12\n\x0eREASON_NO_HITS\x10\x03\x12\x16\n\x12REASON_BELOW_FLOOR\x10\x04\x12\x19\n\x15REASON_LOW_CONFIDENCE\x10\x05\x12\x1a\n\x16REASON_NO_CLEAR_WINNER\x10\x06\x12\x19\n\x15REASON_MISSING_FACETS\x10\x07\x12\x1e\n\x1aREASON_RERANK_NOT_RELEVANT\x10\x08\x12\x1b\n\x17REASON_ARMS_UNAVAILABLE\x10\t2\xf0\x01\n\x0bGateService\x12M\n\x08\x45valuate\x12\x1f.candor.gate.v1.EvaluateRequest\x1a .candor.gate.v1.EvaluateResponse\x12@\n\x03\x41sk\x12\x1a.candor.gate.v1.AskRequest\x1a\x1b.candor.gate.v1.AskResponse0\x01\x12P\n\tGetPolicy\x12 .candor.gate.v1.GetPolicyRequest\x1a!.candor.gate.v1.GetPolicyResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'candor.gate.v1.gate_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_OUTCOME']._serialized_start=2022
-  _globals['_OUTCOME']._serialized_end=2115
-  _globals['_REASON']._serialized_start=2118
-  _globals['_REASON']._serialized_end=2383
+  _globals['_OUTCOME']._serialized_start=2048
+  _globals['_OUTCOME']._serialized_end=2141
+  _globals['_REASON']._serialized_start=2144
+  _globals['_REASON']._serialized_end=2409
   _globals['_SIGNAL']._serialized_start=217
   _globals['_SIGNAL']._serialized_end=254
   _globals['_THRESHOLD']._serialized_start=256
@@ -47,21 +47,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SHADOWDECISION']._serialized_start=299
   _globals['_SHADOWDECISION']._serialized_end=457
   _globals['_DECISION']._serialized_start=460
-  _globals['_DECISION']._serialized_end=1196
-  _globals['_EVALUATEREQUEST']._serialized_start=1198
-  _globals['_EVALUATEREQUEST']._serialized_end=1314
-  _globals['_EVALUATERESPONSE']._serialized_start=1316
-  _globals['_EVALUATERESPONSE']._serialized_end=1378
-  _globals['_ASKREQUEST']._serialized_start=1380
-  _globals['_ASKREQUEST']._serialized_end=1491
-  _globals['_ASKRESPONSE']._serialized_start=1494
-  _globals['_ASKRESPONSE']._serialized_end=1664
-  _globals['_GETPOLICYREQUEST']._serialized_start=1666
-  _globals['_GETPOLICYREQUEST']._serialized_end=1700
-  _globals['_POLICYINFO']._serialized_start=1703
-  _globals['_POLICYINFO']._serialized_end=1885
-  _globals['_GETPOLICYRESPONSE']._serialized_start=1888
-  _globals['_GETPOLICYRESPONSE']._serialized_end=2020
-  _globals['_GATESERVICE']._serialized_start=2386
-  _globals['_GATESERVICE']._serialized_end=2626
+  _globals['_DECISION']._serialized_end=1222
+  _globals['_EVALUATEREQUEST']._serialized_start=1224
+  _globals['_EVALUATEREQUEST']._serialized_end=1340
+  _globals['_EVALUATERESPONSE']._serialized_start=1342
+  _globals['_EVALUATERESPONSE']._serialized_end=1404
+  _globals['_ASKREQUEST']._serialized_start=1406
+  _globals['_ASKREQUEST']._serialized_end=1517
+  _globals['_ASKRESPONSE']._serialized_start=1520
+  _globals['_ASKRESPONSE']._serialized_end=1690
+  _globals['_GETPOLICYREQUEST']._serialized_start=1692
+  _globals['_GETPOLICYREQUEST']._serialized_end=1726
+  _globals['_POLICYINFO']._serialized_start=1729
+  _globals['_POLICYINFO']._serialized_end=1911
+  _globals['_GETPOLICYRESPONSE']._serialized_start=1914
+  _globals['_GETPOLICYRESPONSE']._serialized_end=2046
+  _globals['_GATESERVICE']._serialized_start=2412
+  _globals['_GATESERVICE']._serialized_end=2652
 # @@protoc_insertion_point(module_scope)

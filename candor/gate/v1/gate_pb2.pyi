@@ -79,7 +79,7 @@ class ShadowDecision(_message.Message):
     def __init__(self, policy_version: _Optional[str] = ..., outcome: _Optional[_Union[Outcome, str]] = ..., reason: _Optional[_Union[Reason, str]] = ..., confidence: _Optional[float] = ..., agrees: _Optional[bool] = ...) -> None: ...
 
 class Decision(_message.Message):
-    __slots__ = ("decision_id", "outcome", "tier", "confidence", "display_confidence", "reason", "reason_detail", "refusal_message", "refusal_language", "policy_version", "policy_name", "signals", "thresholds", "evidence", "pass_token", "pass_token_expires_at", "missing_facets", "arms", "degraded", "shadow", "elapsed", "rewritten_query")
+    __slots__ = ("decision_id", "outcome", "tier", "confidence", "display_confidence", "reason", "reason_detail", "refusal_message", "refusal_language", "policy_version", "policy_name", "signals", "thresholds", "evidence", "pass_token", "pass_token_expires_at", "missing_facets", "arms", "degraded", "shadow", "elapsed", "rewritten_query", "evidence_trimmed")
     DECISION_ID_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     TIER_FIELD_NUMBER: _ClassVar[int]
@@ -102,6 +102,7 @@ class Decision(_message.Message):
     SHADOW_FIELD_NUMBER: _ClassVar[int]
     ELAPSED_FIELD_NUMBER: _ClassVar[int]
     REWRITTEN_QUERY_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_TRIMMED_FIELD_NUMBER: _ClassVar[int]
     decision_id: str
     outcome: Outcome
     tier: _evidence_pb2.Tier
@@ -124,7 +125,8 @@ class Decision(_message.Message):
     shadow: ShadowDecision
     elapsed: _duration_pb2.Duration
     rewritten_query: str
-    def __init__(self, decision_id: _Optional[str] = ..., outcome: _Optional[_Union[Outcome, str]] = ..., tier: _Optional[_Union[_evidence_pb2.Tier, str]] = ..., confidence: _Optional[float] = ..., display_confidence: _Optional[int] = ..., reason: _Optional[_Union[Reason, str]] = ..., reason_detail: _Optional[str] = ..., refusal_message: _Optional[str] = ..., refusal_language: _Optional[str] = ..., policy_version: _Optional[str] = ..., policy_name: _Optional[str] = ..., signals: _Optional[_Iterable[_Union[Signal, _Mapping]]] = ..., thresholds: _Optional[_Iterable[_Union[Threshold, _Mapping]]] = ..., evidence: _Optional[_Iterable[_Union[_evidence_pb2.Evidence, _Mapping]]] = ..., pass_token: _Optional[str] = ..., pass_token_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., missing_facets: _Optional[_Iterable[str]] = ..., arms: _Optional[_Iterable[_Union[_retrieval_pb2.ArmStatus, _Mapping]]] = ..., degraded: _Optional[bool] = ..., shadow: _Optional[_Union[ShadowDecision, _Mapping]] = ..., elapsed: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., rewritten_query: _Optional[str] = ...) -> None: ...
+    evidence_trimmed: int
+    def __init__(self, decision_id: _Optional[str] = ..., outcome: _Optional[_Union[Outcome, str]] = ..., tier: _Optional[_Union[_evidence_pb2.Tier, str]] = ..., confidence: _Optional[float] = ..., display_confidence: _Optional[int] = ..., reason: _Optional[_Union[Reason, str]] = ..., reason_detail: _Optional[str] = ..., refusal_message: _Optional[str] = ..., refusal_language: _Optional[str] = ..., policy_version: _Optional[str] = ..., policy_name: _Optional[str] = ..., signals: _Optional[_Iterable[_Union[Signal, _Mapping]]] = ..., thresholds: _Optional[_Iterable[_Union[Threshold, _Mapping]]] = ..., evidence: _Optional[_Iterable[_Union[_evidence_pb2.Evidence, _Mapping]]] = ..., pass_token: _Optional[str] = ..., pass_token_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., missing_facets: _Optional[_Iterable[str]] = ..., arms: _Optional[_Iterable[_Union[_retrieval_pb2.ArmStatus, _Mapping]]] = ..., degraded: _Optional[bool] = ..., shadow: _Optional[_Union[ShadowDecision, _Mapping]] = ..., elapsed: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., rewritten_query: _Optional[str] = ..., evidence_trimmed: _Optional[int] = ...) -> None: ...
 
 class EvaluateRequest(_message.Message):
     __slots__ = ("tenant", "query", "language", "mode")

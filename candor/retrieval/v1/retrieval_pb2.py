@@ -26,25 +26,25 @@ from candor.common.v1 import evidence_pb2 as candor_dot_common_dot_v1_dot_eviden
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#candor/retrieval/v1/retrieval.proto\x12\x13\x63\x61ndor.retrieval.v1\x1a\x1f\x63\x61ndor/common/v1/evidence.proto\x1a\x1egoogle/protobuf/duration.proto\"\x87\x02\n\x0fRetrieveRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\x30\n\x04mode\x18\x03 \x01(\x0e\x32\".candor.retrieval.v1.RetrievalMode\x12\x16\n\x0e\x63\x61ndidate_pool\x18\x04 \x01(\r\x12\r\n\x05top_k\x18\x05 \x01(\r\x12\x31\n\x06\x66usion\x18\x06 \x01(\x0e\x32!.candor.retrieval.v1.FusionMethod\x12\x1b\n\x13include_unpublished\x18\x07 \x01(\x08\x12\x14\n\x0c\x64\x65nse_weight\x18\x08 \x01(\x01\x12\x16\n\x0ekeyword_weight\x18\t \x01(\x01\")\n\x06\x41rmHit\x12\x0c\n\x04rank\x18\x01 \x01(\r\x12\x11\n\traw_score\x18\x02 \x01(\x01\"\xb6\x02\n\tCandidate\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x11\n\tparent_id\x18\x02 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x03 \x01(\t\x12\x0c\n\x04text\x18\x04 \x01(\t\x12\r\n\x05title\x18\x05 \x01(\t\x12\x31\n\x0bsource_kind\x18\x06 \x01(\x0e\x32\x1c.candor.common.v1.SourceKind\x12*\n\x05\x64\x65nse\x18\x07 \x01(\x0b\x32\x1b.candor.retrieval.v1.ArmHit\x12,\n\x07keyword\x18\x08 \x01(\x0b\x32\x1b.candor.retrieval.v1.ArmHit\x12\x13\n\x0b\x66used_score\x18\t \x01(\x01\x12\x12\n\nfused_rank\x18\n \x01(\r\x12\x0f\n\x07in_both\x18\x0b \x01(\x08\x12\x0b\n\x03uri\x18\x0c \x01(\t\"\xaa\x01\n\tArmStatus\x12%\n\x03\x61rm\x18\x01 \x01(\x0e\x32\x18.candor.retrieval.v1.Arm\x12,\n\x05state\x18\x02 \x01(\x0e\x32\x1d.candor.retrieval.v1.ArmState\x12*\n\x07latency\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0c\n\x04hits\x18\x04 \x01(\r\x12\x0e\n\x06\x64\x65tail\x18\x05 \x01(\t\"\x9e\x02\n\x10RetrieveResponse\x12\x32\n\ncandidates\x18\x01 \x03(\x0b\x32\x1e.candor.retrieval.v1.Candidate\x12,\n\x04\x61rms\x18\x02 \x03(\x0b\x32\x1e.candor.retrieval.v1.ArmStatus\x12\x10\n\x08\x64\x65graded\x18\x03 \x01(\x08\x12\x10\n\x08\x65mbedder\x18\x04 \x01(\t\x12\x31\n\x06\x66usion\x18\x05 \x01(\x0e\x32!.candor.retrieval.v1.FusionMethod\x12\x17\n\x0frewritten_query\x18\x06 \x01(\t\x12\x38\n\rquery_rewrite\x18\x07 \x01(\x0e\x32!.candor.retrieval.v1.QueryRewrite\"\x8e\x01\n\x08\x44ocument\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x0c\n\x04text\x18\x03 \x01(\t\x12\x31\n\x0bsource_kind\x18\x04 \x01(\x0e\x32\x1c.candor.common.v1.SourceKind\x12\x0b\n\x03uri\x18\x05 \x01(\t\x12\x10\n\x08question\x18\x06 \x01(\t\"z\n\x16UpsertDocumentsRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x30\n\tdocuments\x18\x02 \x03(\x0b\x32\x1d.candor.retrieval.v1.Document\x12\x1e\n\x16hypothetical_questions\x18\x03 \x01(\x08\"\xac\x01\n\x0e\x44ocumentResult\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x35\n\x07outcome\x18\x02 \x01(\x0e\x32$.candor.retrieval.v1.DocumentOutcome\x12\x0e\n\x06\x63hunks\x18\x03 \x01(\r\x12\r\n\x05\x65rror\x18\x04 \x01(\t\x12\x17\n\x0fquestion_chunks\x18\x05 \x01(\r\x12\x16\n\x0equestion_error\x18\x06 \x01(\t\"O\n\x17UpsertDocumentsResponse\x12\x34\n\x07results\x18\x01 \x03(\x0b\x32#.candor.retrieval.v1.DocumentResult\">\n\x16\x44\x65leteDocumentsRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x14\n\x0c\x64ocument_ids\x18\x02 \x03(\t\"O\n\x17\x44\x65leteDocumentsResponse\x12\x34\n\x07results\x18\x01 \x03(\x0b\x32#.candor.retrieval.v1.DocumentResult*\x80\x01\n\rRetrievalMode\x12\x1e\n\x1aRETRIEVAL_MODE_UNSPECIFIED\x10\x00\x12\x19\n\x15RETRIEVAL_MODE_HYBRID\x10\x01\x12\x18\n\x14RETRIEVAL_MODE_DENSE\x10\x02\x12\x1a\n\x16RETRIEVAL_MODE_KEYWORD\x10\x03*f\n\x0c\x46usionMethod\x12\x1d\n\x19\x46USION_METHOD_UNSPECIFIED\x10\x00\x12\x15\n\x11\x46USION_METHOD_RRF\x10\x01\x12 \n\x1c\x46USION_METHOD_WEIGHTED_SCORE\x10\x02*:\n\x03\x41rm\x12\x13\n\x0f\x41RM_UNSPECIFIED\x10\x00\x12\r\n\tARM_DENSE\x10\x01\x12\x0f\n\x0b\x41RM_KEYWORD\x10\x02*z\n\x08\x41rmState\x12\x19\n\x15\x41RM_STATE_UNSPECIFIED\x10\x00\x12\x10\n\x0c\x41RM_STATE_OK\x10\x01\x12\x15\n\x11\x41RM_STATE_TIMEOUT\x10\x02\x12\x13\n\x0f\x41RM_STATE_ERROR\x10\x03\x12\x15\n\x11\x41RM_STATE_SKIPPED\x10\x04*\xd1\x01\n\x0cQueryRewrite\x12\x1d\n\x19QUERY_REWRITE_UNSPECIFIED\x10\x00\x12\x1a\n\x16QUERY_REWRITE_DISABLED\x10\x01\x12\x1b\n\x17QUERY_REWRITE_REWRITTEN\x10\x02\x12\"\n\x1eQUERY_REWRITE_FALLBACK_TIMEOUT\x10\x03\x12 \n\x1cQUERY_REWRITE_FALLBACK_ERROR\x10\x04\x12#\n\x1fQUERY_REWRITE_FALLBACK_REJECTED\x10\x05*\xcc\x01\n\x0f\x44ocumentOutcome\x12 \n\x1c\x44OCUMENT_OUTCOME_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x44OCUMENT_OUTCOME_WRITTEN\x10\x01\x12\x1e\n\x1a\x44OCUMENT_OUTCOME_UNCHANGED\x10\x02\x12\x1c\n\x18\x44OCUMENT_OUTCOME_DELETED\x10\x03\x12\x1e\n\x1a\x44OCUMENT_OUTCOME_NOT_FOUND\x10\x04\x12\x1b\n\x17\x44OCUMENT_OUTCOME_FAILED\x10\x05\x32\xc7\x02\n\x10RetrievalService\x12W\n\x08Retrieve\x12$.candor.retrieval.v1.RetrieveRequest\x1a%.candor.retrieval.v1.RetrieveResponse\x12l\n\x0fUpsertDocuments\x12+.candor.retrieval.v1.UpsertDocumentsRequest\x1a,.candor.retrieval.v1.UpsertDocumentsResponse\x12l\n\x0f\x44\x65leteDocuments\x12+.candor.retrieval.v1.DeleteDocumentsRequest\x1a,.candor.retrieval.v1.DeleteDocumentsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#candor/retrieval/v1/retrieval.proto\x12\x13\x63\x61ndor.retrieval.v1\x1a\x1f\x63\x61ndor/common/v1/evidence.proto\x1a\x1egoogle/protobuf/duration.proto\"\x87\x02\n\x0fRetrieveRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\x30\n\x04mode\x18\x03 \x01(\x0e\x32\".candor.retrieval.v1.RetrievalMode\x12\x16\n\x0e\x63\x61ndidate_pool\x18\x04 \x01(\r\x12\r\n\x05top_k\x18\x05 \x01(\r\x12\x31\n\x06\x66usion\x18\x06 \x01(\x0e\x32!.candor.retrieval.v1.FusionMethod\x12\x1b\n\x13include_unpublished\x18\x07 \x01(\x08\x12\x14\n\x0c\x64\x65nse_weight\x18\x08 \x01(\x01\x12\x16\n\x0ekeyword_weight\x18\t \x01(\x01\")\n\x06\x41rmHit\x12\x0c\n\x04rank\x18\x01 \x01(\r\x12\x11\n\traw_score\x18\x02 \x01(\x01\"\xb6\x02\n\tCandidate\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x11\n\tparent_id\x18\x02 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x03 \x01(\t\x12\x0c\n\x04text\x18\x04 \x01(\t\x12\r\n\x05title\x18\x05 \x01(\t\x12\x31\n\x0bsource_kind\x18\x06 \x01(\x0e\x32\x1c.candor.common.v1.SourceKind\x12*\n\x05\x64\x65nse\x18\x07 \x01(\x0b\x32\x1b.candor.retrieval.v1.ArmHit\x12,\n\x07keyword\x18\x08 \x01(\x0b\x32\x1b.candor.retrieval.v1.ArmHit\x12\x13\n\x0b\x66used_score\x18\t \x01(\x01\x12\x12\n\nfused_rank\x18\n \x01(\r\x12\x0f\n\x07in_both\x18\x0b \x01(\x08\x12\x0b\n\x03uri\x18\x0c \x01(\t\"\xaa\x01\n\tArmStatus\x12%\n\x03\x61rm\x18\x01 \x01(\x0e\x32\x18.candor.retrieval.v1.Arm\x12,\n\x05state\x18\x02 \x01(\x0e\x32\x1d.candor.retrieval.v1.ArmState\x12*\n\x07latency\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0c\n\x04hits\x18\x04 \x01(\r\x12\x0e\n\x06\x64\x65tail\x18\x05 \x01(\t\"\xba\x02\n\x10RetrieveResponse\x12\x32\n\ncandidates\x18\x01 \x03(\x0b\x32\x1e.candor.retrieval.v1.Candidate\x12,\n\x04\x61rms\x18\x02 \x03(\x0b\x32\x1e.candor.retrieval.v1.ArmStatus\x12\x10\n\x08\x64\x65graded\x18\x03 \x01(\x08\x12\x10\n\x08\x65mbedder\x18\x04 \x01(\t\x12\x31\n\x06\x66usion\x18\x05 \x01(\x0e\x32!.candor.retrieval.v1.FusionMethod\x12\x17\n\x0frewritten_query\x18\x06 \x01(\t\x12\x38\n\rquery_rewrite\x18\x07 \x01(\x0e\x32!.candor.retrieval.v1.QueryRewrite\x12\x1a\n\x12\x63\x61ndidates_trimmed\x18\x08 \x01(\r\"\x8e\x01\n\x08\x44ocument\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x0c\n\x04text\x18\x03 \x01(\t\x12\x31\n\x0bsource_kind\x18\x04 \x01(\x0e\x32\x1c.candor.common.v1.SourceKind\x12\x0b\n\x03uri\x18\x05 \x01(\t\x12\x10\n\x08question\x18\x06 \x01(\t\"z\n\x16UpsertDocumentsRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x30\n\tdocuments\x18\x02 \x03(\x0b\x32\x1d.candor.retrieval.v1.Document\x12\x1e\n\x16hypothetical_questions\x18\x03 \x01(\x08\"\xac\x01\n\x0e\x44ocumentResult\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x35\n\x07outcome\x18\x02 \x01(\x0e\x32$.candor.retrieval.v1.DocumentOutcome\x12\x0e\n\x06\x63hunks\x18\x03 \x01(\r\x12\r\n\x05\x65rror\x18\x04 \x01(\t\x12\x17\n\x0fquestion_chunks\x18\x05 \x01(\r\x12\x16\n\x0equestion_error\x18\x06 \x01(\t\"O\n\x17UpsertDocumentsResponse\x12\x34\n\x07results\x18\x01 \x03(\x0b\x32#.candor.retrieval.v1.DocumentResult\">\n\x16\x44\x65leteDocumentsRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x14\n\x0c\x64ocument_ids\x18\x02 \x03(\t\"O\n\x17\x44\x65leteDocumentsResponse\x12\x34\n\x07results\x18\x01 \x03(\x0b\x32#.candor.retrieval.v1.DocumentResult*\x80\x01\n\rRetrievalMode\x12\x1e\n\x1aRETRIEVAL_MODE_UNSPECIFIED\x10\x00\x12\x19\n\x15RETRIEVAL_MODE_HYBRID\x10\x01\x12\x18\n\x14RETRIEVAL_MODE_DENSE\x10\x02\x12\x1a\n\x16RETRIEVAL_MODE_KEYWORD\x10\x03*f\n\x0c\x46usionMethod\x12\x1d\n\x19\x46USION_METHOD_UNSPECIFIED\x10\x00\x12\x15\n\x11\x46USION_METHOD_RRF\x10\x01\x12 \n\x1c\x46USION_METHOD_WEIGHTED_SCORE\x10\x02*:\n\x03\x41rm\x12\x13\n\x0f\x41RM_UNSPECIFIED\x10\x00\x12\r\n\tARM_DENSE\x10\x01\x12\x0f\n\x0b\x41RM_KEYWORD\x10\x02*z\n\x08\x41rmState\x12\x19\n\x15\x41RM_STATE_UNSPECIFIED\x10\x00\x12\x10\n\x0c\x41RM_STATE_OK\x10\x01\x12\x15\n\x11\x41RM_STATE_TIMEOUT\x10\x02\x12\x13\n\x0f\x41RM_STATE_ERROR\x10\x03\x12\x15\n\x11\x41RM_STATE_SKIPPED\x10\x04*\xd1\x01\n\x0cQueryRewrite\x12\x1d\n\x19QUERY_REWRITE_UNSPECIFIED\x10\x00\x12\x1a\n\x16QUERY_REWRITE_DISABLED\x10\x01\x12\x1b\n\x17QUERY_REWRITE_REWRITTEN\x10\x02\x12\"\n\x1eQUERY_REWRITE_FALLBACK_TIMEOUT\x10\x03\x12 \n\x1cQUERY_REWRITE_FALLBACK_ERROR\x10\x04\x12#\n\x1fQUERY_REWRITE_FALLBACK_REJECTED\x10\x05*\xcc\x01\n\x0f\x44ocumentOutcome\x12 \n\x1c\x44OCUMENT_OUTCOME_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x44OCUMENT_OUTCOME_WRITTEN\x10\x01\x12\x1e\n\x1a\x44OCUMENT_OUTCOME_UNCHANGED\x10\x02\x12\x1c\n\x18\x44OCUMENT_OUTCOME_DELETED\x10\x03\x12\x1e\n\x1a\x44OCUMENT_OUTCOME_NOT_FOUND\x10\x04\x12\x1b\n\x17\x44OCUMENT_OUTCOME_FAILED\x10\x05\x32\xc7\x02\n\x10RetrievalService\x12W\n\x08Retrieve\x12$.candor.retrieval.v1.RetrieveRequest\x1a%.candor.retrieval.v1.RetrieveResponse\x12l\n\x0fUpsertDocuments\x12+.candor.retrieval.v1.UpsertDocumentsRequest\x1a,.candor.retrieval.v1.UpsertDocumentsResponse\x12l\n\x0f\x44\x65leteDocuments\x12+.candor.retrieval.v1.DeleteDocumentsRequest\x1a,.candor.retrieval.v1.DeleteDocumentsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'candor.retrieval.v1.retrieval_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_RETRIEVALMODE']._serialized_start=1880
-  _globals['_RETRIEVALMODE']._serialized_end=2008
-  _globals['_FUSIONMETHOD']._serialized_start=2010
-  _globals['_FUSIONMETHOD']._serialized_end=2112
-  _globals['_ARM']._serialized_start=2114
-  _globals['_ARM']._serialized_end=2172
-  _globals['_ARMSTATE']._serialized_start=2174
-  _globals['_ARMSTATE']._serialized_end=2296
-  _globals['_QUERYREWRITE']._serialized_start=2299
-  _globals['_QUERYREWRITE']._serialized_end=2508
-  _globals['_DOCUMENTOUTCOME']._serialized_start=2511
-  _globals['_DOCUMENTOUTCOME']._serialized_end=2715
+  _globals['_RETRIEVALMODE']._serialized_start=1908
+  _globals['_RETRIEVALMODE']._serialized_end=2036
+  _globals['_FUSIONMETHOD']._serialized_start=2038
+  _globals['_FUSIONMETHOD']._serialized_end=2140
+  _globals['_ARM']._serialized_start=2142
+  _globals['_ARM']._serialized_end=2200
+  _globals['_ARMSTATE']._serialized_start=2202
+  _globals['_ARMSTATE']._serialized_end=2324
+  _globals['_QUERYREWRITE']._serialized_start=2327
+  _globals['_QUERYREWRITE']._serialized_end=2536
+  _globals['_DOCUMENTOUTCOME']._serialized_start=2539
+  _globals['_DOCUMENTOUTCOME']._serialized_end=2743
   _globals['_RETRIEVEREQUEST']._serialized_start=126
   _globals['_RETRIEVEREQUEST']._serialized_end=389
   _globals['_ARMHIT']._serialized_start=391
@@ -54,19 +54,19 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ARMSTATUS']._serialized_start=748
   _globals['_ARMSTATUS']._serialized_end=918
   _globals['_RETRIEVERESPONSE']._serialized_start=921
-  _globals['_RETRIEVERESPONSE']._serialized_end=1207
-  _globals['_DOCUMENT']._serialized_start=1210
-  _globals['_DOCUMENT']._serialized_end=1352
-  _globals['_UPSERTDOCUMENTSREQUEST']._serialized_start=1354
-  _globals['_UPSERTDOCUMENTSREQUEST']._serialized_end=1476
-  _globals['_DOCUMENTRESULT']._serialized_start=1479
-  _globals['_DOCUMENTRESULT']._serialized_end=1651
-  _globals['_UPSERTDOCUMENTSRESPONSE']._serialized_start=1653
-  _globals['_UPSERTDOCUMENTSRESPONSE']._serialized_end=1732
-  _globals['_DELETEDOCUMENTSREQUEST']._serialized_start=1734
-  _globals['_DELETEDOCUMENTSREQUEST']._serialized_end=1796
-  _globals['_DELETEDOCUMENTSRESPONSE']._serialized_start=1798
-  _globals['_DELETEDOCUMENTSRESPONSE']._serialized_end=1877
-  _globals['_RETRIEVALSERVICE']._serialized_start=2718
-  _globals['_RETRIEVALSERVICE']._serialized_end=3045
+  _globals['_RETRIEVERESPONSE']._serialized_end=1235
+  _globals['_DOCUMENT']._serialized_start=1238
+  _globals['_DOCUMENT']._serialized_end=1380
+  _globals['_UPSERTDOCUMENTSREQUEST']._serialized_start=1382
+  _globals['_UPSERTDOCUMENTSREQUEST']._serialized_end=1504
+  _globals['_DOCUMENTRESULT']._serialized_start=1507
+  _globals['_DOCUMENTRESULT']._serialized_end=1679
+  _globals['_UPSERTDOCUMENTSRESPONSE']._serialized_start=1681
+  _globals['_UPSERTDOCUMENTSRESPONSE']._serialized_end=1760
+  _globals['_DELETEDOCUMENTSREQUEST']._serialized_start=1762
+  _globals['_DELETEDOCUMENTSREQUEST']._serialized_end=1824
+  _globals['_DELETEDOCUMENTSRESPONSE']._serialized_start=1826
+  _globals['_DELETEDOCUMENTSRESPONSE']._serialized_end=1905
+  _globals['_RETRIEVALSERVICE']._serialized_start=2746
+  _globals['_RETRIEVALSERVICE']._serialized_end=3073
 # @@protoc_insertion_point(module_scope)

@@ -156,7 +156,7 @@ class ArmStatus(_message.Message):
     def __init__(self, arm: _Optional[_Union[Arm, str]] = ..., state: _Optional[_Union[ArmState, str]] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., hits: _Optional[int] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class RetrieveResponse(_message.Message):
-    __slots__ = ("candidates", "arms", "degraded", "embedder", "fusion", "rewritten_query", "query_rewrite")
+    __slots__ = ("candidates", "arms", "degraded", "embedder", "fusion", "rewritten_query", "query_rewrite", "candidates_trimmed")
     CANDIDATES_FIELD_NUMBER: _ClassVar[int]
     ARMS_FIELD_NUMBER: _ClassVar[int]
     DEGRADED_FIELD_NUMBER: _ClassVar[int]
@@ -164,6 +164,7 @@ class RetrieveResponse(_message.Message):
     FUSION_FIELD_NUMBER: _ClassVar[int]
     REWRITTEN_QUERY_FIELD_NUMBER: _ClassVar[int]
     QUERY_REWRITE_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATES_TRIMMED_FIELD_NUMBER: _ClassVar[int]
     candidates: _containers.RepeatedCompositeFieldContainer[Candidate]
     arms: _containers.RepeatedCompositeFieldContainer[ArmStatus]
     degraded: bool
@@ -171,7 +172,8 @@ class RetrieveResponse(_message.Message):
     fusion: FusionMethod
     rewritten_query: str
     query_rewrite: QueryRewrite
-    def __init__(self, candidates: _Optional[_Iterable[_Union[Candidate, _Mapping]]] = ..., arms: _Optional[_Iterable[_Union[ArmStatus, _Mapping]]] = ..., degraded: _Optional[bool] = ..., embedder: _Optional[str] = ..., fusion: _Optional[_Union[FusionMethod, str]] = ..., rewritten_query: _Optional[str] = ..., query_rewrite: _Optional[_Union[QueryRewrite, str]] = ...) -> None: ...
+    candidates_trimmed: int
+    def __init__(self, candidates: _Optional[_Iterable[_Union[Candidate, _Mapping]]] = ..., arms: _Optional[_Iterable[_Union[ArmStatus, _Mapping]]] = ..., degraded: _Optional[bool] = ..., embedder: _Optional[str] = ..., fusion: _Optional[_Union[FusionMethod, str]] = ..., rewritten_query: _Optional[str] = ..., query_rewrite: _Optional[_Union[QueryRewrite, str]] = ..., candidates_trimmed: _Optional[int] = ...) -> None: ...
 
 class Document(_message.Message):
     __slots__ = ("document_id", "title", "text", "source_kind", "uri", "question")
