@@ -12,7 +12,7 @@ import grpc
 
 from candor.cli import client
 from candor.runtime.logs import configure_logging
-from candor.settings import SettingsError, load_settings
+from candor.settings import Settings, SettingsError, load_settings
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "helpcentre"
 DEMO_ANSWERED = "How long do I have to get a refund for a label I didn't use?"
@@ -160,23 +160,56 @@ def _demo(services: list, started: float) -> None:  # type: ignore[type-arg]
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from retrieval_svc.embed.minilm import MiniLMEmbedder
-    from retrieval_svc.knowledge_base import collection_dim
-    from retrieval_svc.reconcile import find_drift, repair
     from retrieval_svc.stores.data_dir import DataDirInUse, lock_embedded
-    from retrieval_svc.stores.factory import open_dense, open_keyword
 
     settings = load_settings(args.config)
+    data_dir = Path(settings.retrieval.data_dir)
+    embedded = (settings.retrieval.dense_backend, settings.retrieval.keyword_backend) != (
+        "qdrant",
+        "opensearch",
+    )
+    # Taking the lock creates the directory, and checking stores made for the check reported
+    # an empty index as "0 document(s) drifted": a run from the wrong directory must fail.
+    if embedded and not data_dir.is_dir():
+        print(
+            f"candor: no data directory at {data_dir.resolve()} (retrieval.data_dir): "
+            "nothing to verify; pass the service's --config",
+            file=sys.stderr,
+        )
+        return 2
     try:
         lock = lock_embedded(settings.retrieval)
     except DataDirInUse as exc:
         print(f"candor: {exc}", file=sys.stderr)
         return 2
+    try:
+        return _verify_stores(args, settings)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _verify_stores(args: argparse.Namespace, settings: Settings) -> int:
+    from retrieval_svc.embed.minilm import MiniLMEmbedder
+    from retrieval_svc.knowledge_base import collection_dim
+    from retrieval_svc.reconcile import find_drift, repair
+    from retrieval_svc.stores.base import StoreMissing
+    from retrieval_svc.stores.factory import open_dense, open_keyword
+
     # The size the collection was built with (recorded beside it), not the default
     # embedder's: a collection built by Cohere or the multilingual model has other vectors.
     dim = collection_dim(Path(settings.retrieval.data_dir)) or MiniLMEmbedder.dim
-    dense = open_dense(settings.retrieval, dim)
-    keyword = open_keyword(settings.retrieval)
+    try:
+        dense = open_dense(settings.retrieval, dim, create=False)
+    except StoreMissing as exc:
+        print(f"candor: {exc}: nothing to verify; pass the service's --config", file=sys.stderr)
+        return 2
+    try:
+        keyword = open_keyword(settings.retrieval, create=False)
+    except StoreMissing as exc:
+        dense.close()
+        print(f"candor: {exc}: nothing to verify; pass the service's --config", file=sys.stderr)
+        return 2
     try:
         drifts = find_drift(dense.inventory(), keyword.inventory())
         for d in drifts:
@@ -193,8 +226,6 @@ def _verify(args: argparse.Namespace) -> int:
     finally:
         dense.close()
         keyword.close()
-        if lock is not None:
-            lock.release()
 
 
 def _delegate(argv: list[str]) -> int | None:
@@ -231,6 +262,10 @@ def main(argv: list[str] | None = None) -> int:
     except DatasetFormatError as exc:
         # Every problem is already "path:line: message"; a traceback would bury them.
         print(f"candor: {exc}", file=sys.stderr)
+        return 2
+    except SettingsError as exc:
+        # Any command that reads settings (verify, eval run, bench): the key is named.
+        print(f"candor: invalid settings: {exc}", file=sys.stderr)
         return 2
 
 

@@ -14,6 +14,10 @@ from candor.common.v1 import evidence_pb2
 HYPOTHETICAL_QUESTION = int(evidence_pb2.SOURCE_KIND_HYPOTHETICAL_QUESTION)
 
 
+class StoreMissing(RuntimeError):
+    """A store opened only to be read (``create=False``: candor verify) does not exist."""
+
+
 @dataclass(frozen=True)
 class Chunk:
     """One indexed unit of the knowledge base."""

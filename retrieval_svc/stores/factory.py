@@ -5,24 +5,35 @@ from __future__ import annotations
 from pathlib import Path
 
 from candor.settings import RetrievalSettings
-from retrieval_svc.stores.base import DenseStore, KeywordStore
+from retrieval_svc.stores.base import DenseStore, KeywordStore, StoreMissing
 
 
-def open_dense(settings: RetrievalSettings, dim: int) -> DenseStore:
+def _existing(path: Path, marker: str | None = None) -> Path:
+    """``path`` when an embedded store lives there, else StoreMissing naming it."""
+    if not path.is_dir() or not any(path.iterdir()) or (marker and not (path / marker).exists()):
+        raise StoreMissing(f"no embedded store at {path.resolve()}")
+    return path
+
+
+def open_dense(settings: RetrievalSettings, dim: int, *, create: bool = True) -> DenseStore:
+    """The dense store; with ``create=False`` a missing one is StoreMissing, never created."""
     if settings.dense_backend == "qdrant":
         from retrieval_svc.stores.qdrant_store import QdrantDenseStore
 
-        return QdrantDenseStore.from_settings(settings.qdrant, dim)
+        return QdrantDenseStore.from_settings(settings.qdrant, dim, create=create)
     from retrieval_svc.stores.edge import EdgeDenseStore
 
-    return EdgeDenseStore(Path(settings.data_dir) / "dense", dim)
+    path = Path(settings.data_dir) / "dense"
+    return EdgeDenseStore(path if create else _existing(path), dim)
 
 
-def open_keyword(settings: RetrievalSettings) -> KeywordStore:
+def open_keyword(settings: RetrievalSettings, *, create: bool = True) -> KeywordStore:
+    """The keyword store; with ``create=False`` a missing one is StoreMissing, never created."""
     if settings.keyword_backend == "opensearch":
         from retrieval_svc.stores.opensearch_store import OpenSearchKeywordStore
 
-        return OpenSearchKeywordStore(settings.opensearch)
+        return OpenSearchKeywordStore(settings.opensearch, create=create)
     from retrieval_svc.stores.tantivy_store import TantivyKeywordStore
 
-    return TantivyKeywordStore(Path(settings.data_dir) / "keyword")
+    path = Path(settings.data_dir) / "keyword"
+    return TantivyKeywordStore(path if create else _existing(path, "meta.json"))

@@ -25,7 +25,7 @@ from opensearchpy import OpenSearch, helpers
 from opensearchpy.exceptions import RequestError
 
 from candor.settings import OpenSearchSettings
-from retrieval_svc.stores.base import Chunk, Hit, StoredChunk
+from retrieval_svc.stores.base import Chunk, Hit, StoredChunk, StoreMissing
 
 if TYPE_CHECKING:
     from retrieval_svc.stores.base import KeywordStore
@@ -143,7 +143,7 @@ def _document_filter(tenant: str, document_id: str) -> list[dict[str, Any]]:
 
 
 class OpenSearchKeywordStore:
-    def __init__(self, settings: OpenSearchSettings) -> None:
+    def __init__(self, settings: OpenSearchSettings, *, create: bool = True) -> None:
         self._index = settings.index
         self._write_timeout = max(settings.timeout_seconds, _MIN_WRITE_TIMEOUT_SECONDS)
         self._client = OpenSearch(
@@ -156,6 +156,8 @@ class OpenSearchKeywordStore:
             retry_on_timeout=False,
         )
         try:
+            if not create and not self._client.indices.exists(index=self._index):
+                raise StoreMissing(f"OpenSearch index {self._index!r} does not exist")
             self._ensure_index()
             self._warn_about_settings()
         except BaseException:

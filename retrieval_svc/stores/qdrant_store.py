@@ -19,7 +19,7 @@ from qdrant_client import QdrantClient, models
 from qdrant_client.conversions.common_types import PointId
 
 from candor.settings import QdrantSettings
-from retrieval_svc.stores.base import Chunk, Hit, StoredChunk
+from retrieval_svc.stores.base import Chunk, Hit, StoredChunk, StoreMissing
 from retrieval_svc.stores.edge import PUBLISHED, _chunk, _payload, point_id
 
 log = logging.getLogger(__name__)
@@ -48,14 +48,20 @@ def _eq(key: str, value: str) -> models.FieldCondition:
 
 
 class QdrantDenseStore:
-    def __init__(self, client: QdrantClient, collection: str, dim: int) -> None:
+    def __init__(
+        self, client: QdrantClient, collection: str, dim: int, *, create: bool = True
+    ) -> None:
         self._client = client
         self._collection = collection
         self._dim = dim
+        if not create and not client.collection_exists(collection):
+            raise StoreMissing(f"Qdrant collection {collection!r} does not exist")
         self._ensure_collection()
 
     @classmethod
-    def from_settings(cls, settings: QdrantSettings, dim: int) -> QdrantDenseStore:
+    def from_settings(
+        cls, settings: QdrantSettings, dim: int, *, create: bool = True
+    ) -> QdrantDenseStore:
         """Build the client from settings; the API key file is read once, here."""
         api_key = settings.api_key
         if settings.api_key_file:
@@ -72,7 +78,7 @@ class QdrantDenseStore:
             timeout=max(1, math.ceil(settings.timeout_seconds)),
         )
         try:
-            return cls(client, settings.collection, dim)
+            return cls(client, settings.collection, dim, create=create)
         except BaseException:
             client.close()
             raise

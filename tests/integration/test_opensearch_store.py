@@ -14,7 +14,7 @@ from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 
 from candor.settings import OpenSearchSettings
 from retrieval_svc.stores import opensearch_store
-from retrieval_svc.stores.base import Chunk, KeywordStore, StoredChunk
+from retrieval_svc.stores.base import Chunk, KeywordStore, StoredChunk, StoreMissing
 from retrieval_svc.stores.opensearch_store import (
     OpenSearchKeywordStore,
     OpenSearchMappingError,
@@ -447,3 +447,12 @@ def test_search_raises_once_the_node_is_stopped(
             store.replace("t1", "refunds", [chunk("t1", "refunds", 0, REFUNDS)])
     finally:
         store.close()
+
+
+def test_a_store_opened_to_be_read_never_creates_the_index(
+    opensearch_url: str, client: OpenSearch, index_name: str
+) -> None:
+    settings = OpenSearchSettings(hosts=(opensearch_url,), index=index_name, timeout_seconds=10)
+    with pytest.raises(StoreMissing, match=index_name):
+        OpenSearchKeywordStore(settings, create=False)
+    assert not client.indices.exists(index=index_name)

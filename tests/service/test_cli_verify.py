@@ -7,10 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from qdrant_client import QdrantClient
 
 from candor.cli.main import main
-from retrieval_svc.stores.base import Chunk
+from retrieval_svc.stores.base import Chunk, StoreMissing
 from retrieval_svc.stores.edge import EdgeDenseStore
+from retrieval_svc.stores.qdrant_store import QdrantDenseStore
 from retrieval_svc.stores.tantivy_store import TantivyKeywordStore
 
 
@@ -52,3 +54,64 @@ def test_verify_opens_a_collection_built_by_another_embedder(
     del dense, keyword
     assert main(["verify"]) == 0
     assert "0 document(s) drifted" in capsys.readouterr().out
+
+
+def test_verify_without_a_data_dir_fails_and_creates_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "not-here"
+    monkeypatch.setenv("CANDOR_DATA_DIR", str(missing))
+    assert main(["verify"]) == 2
+    assert f"no data directory at {missing}" in capsys.readouterr().err
+    assert not missing.exists()
+
+
+def test_verify_of_a_data_dir_without_stores_fails_and_creates_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("CANDOR_DATA_DIR", str(tmp_path))
+    assert main(["verify"]) == 2
+    assert f"no embedded store at {tmp_path / 'dense'}" in capsys.readouterr().err
+    assert not (tmp_path / "dense").exists() and not (tmp_path / "keyword").exists()
+    EdgeDenseStore(tmp_path / "dense", 384).close()  # the keyword store is still missing
+    assert main(["verify"]) == 2
+    assert f"no embedded store at {tmp_path / 'keyword'}" in capsys.readouterr().err
+    assert not (tmp_path / "keyword").exists()
+
+
+def test_verify_with_missing_qdrant_collection_creates_none() -> None:
+    client = QdrantClient(":memory:")
+    try:
+        with pytest.raises(StoreMissing, match="'absent'"):
+            QdrantDenseStore(client, "absent", 384, create=False)
+        assert not client.collection_exists("absent")
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize(
+    ("argv", "env"),
+    [
+        (["verify", "--config", "missing.yaml"], {}),
+        (["verify"], {"CANDOR_RETRIEVAL__TOP_K": "many"}),
+        (["eval", "run", "ds", "--out", "x.jsonl"], {"CANDOR_CONFIG": "missing.yaml"}),
+    ],
+)
+def test_bad_settings_are_one_line_not_a_traceback(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    env: dict[str, str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CANDOR_DATA_DIR", str(tmp_path))
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "corpus.jsonl").write_text('{"id": "p", "title": "", "text": "Tyres."}\n')
+    (tmp_path / "ds" / "questions.jsonl").write_text(
+        '{"id": "q", "question": "Tyres?", "answerable": true, "gold_ids": ["p"]}\n'
+    )
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert main(argv) == 2
+    assert capsys.readouterr().err.startswith("candor: invalid settings: ")
