@@ -18,15 +18,24 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from candor.settings import Settings
 from evals.answers import AnswerCheck, check
 from evals.datasets.format import Dataset, Question, load_dataset
-from gate_svc.policy import Decision, PolicyConfig, decide, parse_policy, reader_mismatch
+from gate_svc.policy import (
+    DEFAULT_POLICY_PATH,
+    Decision,
+    PolicyConfig,
+    decide,
+    parse_policy,
+    reader_mismatch,
+    uses_reader,
+)
 from gate_svc.reader import EvidenceReader, reader_file, shared_reader
+from gate_svc.reader_files import model_digest
 from gate_svc.reader_view import ReaderView, reader_texts
 from gate_svc.signals import CandidateView, compute_signals
 from generator_svc.llm.base import EvidenceItem, LLMBackend
@@ -55,6 +64,36 @@ def load_corpus(dataset: Dataset) -> list[SourceDocument]:
     return [SourceDocument(p.tenant or TENANT, p.id, p.title, p.text, 1) for p in dataset.corpus]
 
 
+#: The baselines' column names: every other column is a threshold config, named by config_label.
+BASELINE_COLUMNS = frozenset({*BASELINES, "seed001_refit", "top1_cosine"})
+
+UNSPLIT = "all"
+"""The split written for a question of an unsplit dataset (no ``split`` field)."""
+
+
+def config_label(config: PolicyConfig) -> str:
+    """A threshold config's column name: ``policy@version``. Versions are immutable, so two
+    configs never share a column, and the label says which config the numbers are for."""
+    return f"{config.policy}@{config.version}"
+
+
+def config_columns(
+    paths: Sequence[Path], taken: Mapping[str, PolicyConfig] | None = None
+) -> dict[str, PolicyConfig]:
+    """``paths``' configs by label. A label already in ``taken`` or given twice is the same
+    config (versions are immutable) and kept once; two files with one version but different
+    content are an error, not a silent overwrite."""
+    out: dict[str, PolicyConfig] = {}
+    for path in paths:
+        config = parse_policy(path.read_text())
+        label = config_label(config)
+        seen = out.get(label) or (taken or {}).get(label)
+        if seen is not None and seen != config:
+            raise SystemExit(f"{path}: version {config.version!r} names another config already")
+        out.setdefault(label, config)
+    return out
+
+
 #: Policies that read only the signals (not per-chunk scores), so a saved row can be re-decided.
 RESCORABLE = frozenset({"seed001", "seed003", "seed004", "calibrated"})
 
@@ -66,7 +105,7 @@ def row_head(q: Question) -> dict[str, Any]:
         "question": q.question,
         "answerable": q.answerable,
         "kind": q.kind,
-        "split": q.split or "test",
+        "split": q.split or UNSPLIT,
         "gold_ids": list(q.gold_ids),
     }
 
@@ -245,13 +284,11 @@ def run(
     out.parent.mkdir(parents=True, exist_ok=True)
     corpus = load_corpus(data)
     policies = {name: parse_policy(text) for name, text in BASELINES.items()}
-    for p in policy_files:
-        config = parse_policy(p.read_text())
-        policies[config.policy if config.policy not in policies else p.stem] = config
     env = {**os.environ, "CANDOR_RETRIEVAL__EMBEDDER": embedder}
     if reader:
         env["CANDOR_GATE__READER__MODEL"] = reader
     settings = load_settings(env=env)
+    policies |= _default_column(settings, read) | config_columns(policy_files)
     scorer = _reader(settings, policies) if read else None
     docs_embedder, query_embedder = open_embedders(settings.retrieval)
     with tempfile.TemporaryDirectory() as tmp:
@@ -293,6 +330,26 @@ def run(
         )
         kb.close()
     return out
+
+
+def _default_column(settings: Settings, read: bool) -> dict[str, PolicyConfig]:
+    """The shipped default, which every run reports beside the configs it is given, unless
+    it weighs a reader this run does not read with (the gate would refuse that pairing)."""
+    config = parse_policy(DEFAULT_POLICY_PATH.read_text())
+    r = settings.gate.reader
+    if uses_reader(config) and read and r.enabled:
+        try:
+            digest = model_digest(reader_file(r.model, r.model_path))
+        except ValueError:
+            digest = ""
+        if reader_mismatch(config, digest, "this run reads with"):
+            print(
+                f"candor: the shipped default ({config.version}) is left out: it was fitted "
+                "on another reader than this run's",
+                file=sys.stderr,
+            )
+            return {}
+    return {config_label(config): config}
 
 
 def _reader(

@@ -38,7 +38,7 @@ from candor.common.v1 import evidence_pb2
 from candor.gate.v1 import gate_pb2, gate_pb2_grpc
 from candor.retrieval.v1 import retrieval_pb2
 from evals.datasets.format import CORPUS_FILE, Dataset, Question, load_dataset
-from evals.harness import BASELINES, RESCORABLE, TENANT, rescore, row_head
+from evals.harness import BASELINES, RESCORABLE, TENANT, config_columns, rescore, row_head
 from gate_svc.policy import PolicyConfig, parse_policy
 
 #: Transient: the deployment is restarting, overloaded or rate-limiting; worth another try.
@@ -212,17 +212,13 @@ def extra_policies(policy_files: Sequence[Path] = ()) -> list[Extra]:
         config = parse_policy(text)
         if config.policy in RESCORABLE:
             out.append(Extra(name, config))
-    taken = set(BASELINES)
-    for path in policy_files:
-        config = parse_policy(path.read_text())
+    for label, config in config_columns(policy_files).items():
         if config.policy not in RESCORABLE:
             raise SystemExit(
-                f"{path}: {config.policy} needs per-chunk scores the deployment does not return; "
+                f"{label}: {config.policy} needs per-chunk scores the deployment does not return; "
                 "evaluate it in-process (without --target)"
             )
-        name = config.policy if config.policy not in taken else path.stem
-        taken.add(name)
-        out.append(Extra(name, config, path.stem))
+        out.append(Extra(label, config))
     return out
 
 

@@ -21,9 +21,9 @@ import numpy as np
 
 from evals import metrics
 from evals.calibrate import read_rows
+from evals.harness import BASELINE_COLUMNS, UNSPLIT, config_columns
 
 ORDER = (
-    "calibrated",
     "seed000",
     "seed001",
     "seed001_refit",
@@ -35,8 +35,16 @@ ORDER = (
 
 
 def _policies(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Threshold configs first (by label), then the baselines."""
     names = set(rows[0]["policies"]) if rows else set()
-    return [n for n in ORDER if n in names] + sorted(names - set(ORDER))
+    return sorted(_configs(rows)) + [n for n in ORDER if n in names]
+
+
+def _configs(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The columns that are threshold configs (``policy@version``, or a deployment's
+    decision), not the hand baselines: each gets bootstrap intervals."""
+    names = set(rows[0]["policies"]) if rows else set()
+    return sorted(names - BASELINE_COLUMNS)
 
 
 #: The false-acceptance rates every report gives FRR at, and their keys ("5", "1").
@@ -201,7 +209,7 @@ def _plots(rows: Sequence[dict[str, Any]], out_dir: Path, stem: str) -> list[str
     fig.savefig(out_dir / files[-1], dpi=110)
     plt.close(fig)
 
-    primary = "calibrated" if "calibrated" in rows[0]["policies"] else _policies(rows)[0]
+    primary = _policies(rows)[0]
     conf = [float(r["policies"][primary]["confidence"]) for r in rows]
     fig, (hist, rel) = plt.subplots(1, 2, figsize=(11, 4.5))
     for kind in sorted({str(r["kind"]) for r in rows}):
@@ -231,11 +239,19 @@ def _plots(rows: Sequence[dict[str, Any]], out_dir: Path, stem: str) -> list[str
     return files
 
 
+def _split_label(split: str, rows: Sequence[dict[str, Any]]) -> str:
+    if split != "all":
+        return f"{split} split"
+    if all(r.get("split") == UNSPLIT for r in rows):
+        return "all questions (unsplit dataset)"
+    return "all questions (train and test)"
+
+
 def markdown(
     summary: dict[str, Any], rows: Sequence[dict[str, Any]], plots: Sequence[str], split: str
 ) -> str:
     lines = [
-        f"### {summary['dataset']} — {split} split, n = {summary['n']}",
+        f"### {summary['dataset']} — {_split_label(split, rows)}, n = {summary['n']}",
         "",
         "Questions: " + ", ".join(f"{k} {v}" for k, v in summary["counts"].items()) + ".",
         "",
@@ -371,7 +387,11 @@ def _add_seed001_refit(rows: Sequence[dict[str, Any]]) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="candor eval report")
     ap.add_argument("results", type=Path)
-    ap.add_argument("--split", default="test", help="train, test or all")
+    ap.add_argument(
+        "--split",
+        default=None,
+        help="train, test or all (default: test, or all for an unsplit dataset)",
+    )
     ap.add_argument("--dataset", default="")
     ap.add_argument("--out", type=Path, default=None, help="Markdown file (plots beside it)")
     ap.add_argument("--json", type=Path, default=None)
@@ -387,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=1000,
         metavar="N",
-        help="resamples for the 95%% intervals of the --policy configs' threshold-free "
+        help="resamples for the 95%% intervals of every threshold config's threshold-free "
         "statistics (0: none)",
     )
     args = ap.parse_args(argv)
@@ -395,22 +415,20 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--bootstrap must be >= 0")
     rows = read_rows(args.results, need=("answerable", "signals", "policies"))
     _add_seed001_refit(rows)
-    named: set[str] = set()
-    for path in args.policy:
+    for label, config in config_columns(args.policy).items():
         from evals.harness import rescore
-        from gate_svc.policy import parse_policy
 
-        config = parse_policy(path.read_text())
-        # The first calibrated config is "calibrated"; further ones keep their file names.
-        name = "calibrated" if config.policy == "calibrated" and "calibrated" not in named else ""
-        name = name or path.stem
-        named.add(name)
-        rescore(rows, config, name)
-    if args.split != "all":
-        rows = [r for r in rows if r.get("split") == args.split]
+        if label in rows[0]["policies"]:
+            # The same version is the same config: `eval run` decided it already.
+            print(f"candor: {label} is in the rows already; kept", file=sys.stderr)
+            continue
+        rescore(rows, config, label)
+    split = args.split or ("test" if any(r.get("split") == "test" for r in rows) else "all")
+    if split != "all":
+        rows = [r for r in rows if r.get("split") == split]
     if not rows:
-        raise SystemExit(f"no rows in split {args.split!r}")
-    summary = summarize(rows, args.dataset or args.results.stem, sorted(named), args.bootstrap)
+        raise SystemExit(f"no rows in split {split!r}")
+    summary = summarize(rows, args.dataset or args.results.stem, _configs(rows), args.bootstrap)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(summary, indent=2))
@@ -418,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         plots = _plots(rows, args.out.parent, args.out.stem)
-    text = markdown(summary, rows, plots, args.split)
+    text = markdown(summary, rows, plots, split)
     if args.out:
         args.out.write_text(text)
     print(text)

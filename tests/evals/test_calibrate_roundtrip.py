@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from evals import calibrate, harness, metrics, report
+from evals.datasets.format import Question
 from evals.datasets.halueval import BuildOptions, prepare
-from gate_svc.policy import decide, parse_policy
+from gate_svc.policy import DEFAULT_POLICY_PATH, decide, parse_policy
 from gate_svc.signals import CandidateView
 from tests.evals.halueval_fixture import write_fixture
 
@@ -30,7 +31,9 @@ def test_every_question_gets_signals_and_every_baseline_decides(
     _, data = rows
     assert data and {r["split"] for r in data} == {"train", "test"}
     first = data[0]
+    shipped = harness.config_label(parse_policy(DEFAULT_POLICY_PATH.read_text()))
     assert set(first["policies"]) >= {  # type: ignore[arg-type]
+        shipped,  # every run reports the shipped default, labelled with its version
         "always_answer",
         "seed000",
         "seed001",
@@ -88,12 +91,25 @@ def test_calibrate_writes_a_config_the_gate_loads_and_applies(
     assert np.allclose(got, expected, atol=1e-4)
     # Evaluate the new config through the harness and report on the test split.
     out = harness.run(tmp / "dataset", tmp / "rows2.jsonl", [path], progress=False)
-    test_rows = [r for r in calibrate.read_rows(out) if r["split"] == "test"]
-    summary = report.summarize(test_rows, "fixture")
-    assert "calibrated" in summary["policies"]
-    cal = summary["policies"]["calibrated"]
+    summary_path = tmp / "summary.json"
+    args = [str(out), "--json", str(summary_path), "--bootstrap", "50"]
+    # The shipped default under its own label, beside the new config: never one column.
+    shipped = harness.config_label(parse_policy(DEFAULT_POLICY_PATH.read_text()))
+    assert report.main([*args, "--policy", str(DEFAULT_POLICY_PATH)]) == 0
+    summary = json.loads(summary_path.read_text())
+    label = harness.config_label(config)
+    assert label == f"calibrated@{version}" and shipped.startswith("calibrated@2026-")
+    cal = summary["policies"][label]
     assert 0.0 <= cal["auroc"] <= 1.0 and cal["far"] is not None
-    json.dumps(summary)  # the --json output is serialisable
+    # Configs given to `eval run` get intervals too, as the README's workflow promises.
+    assert summary["bootstrap_resamples"] == 50
+    assert "ci95" in cal and "ci95" in summary["policies"][shipped]
+    assert "ci95" not in summary["policies"]["seed001"]
+    test_rows = [r for r in calibrate.read_rows(out) if r["split"] == "test"]
+    assert (
+        summary["policies"][shipped]
+        == report.summarize(test_rows, "x", [shipped], 50)["policies"][shipped]
+    )
 
 
 def test_calibrated_policy_refuses_weak_and_passes_strong_evidence() -> None:
@@ -172,18 +188,20 @@ def test_seed001_refit_learns_positive_weights_and_joins_the_report(tmp_path: Pa
     args = [str(path), "--split", "test", "--policy", str(config), "--bootstrap", "200"]
     assert report.main([*args, "--json", str(out), "--out", str(md)]) == 0
     summary = json.loads(out.read_text())
-    ci = summary["policies"]["seed001"]["ci95"]
+    # The config has its own column: the hand seed001 beside it is not overwritten.
+    assert summary["policies"]["seed001"]["auroc"] == 0.5
+    ci = summary["policies"]["seed001@s1"]["ci95"]
     assert summary["bootstrap_resamples"] == 200
     assert set(ci) == set(report.INTERVAL_KEYS)
     lo, hi = ci["auroc"]
-    assert 0.0 <= lo <= summary["policies"]["seed001"]["auroc"] <= hi <= 1.0
+    assert 0.0 <= lo <= summary["policies"]["seed001@s1"]["auroc"] <= hi <= 1.0
     assert "95% bootstrap intervals (200 resamples" in md.read_text()
     # Each kind of negative alone, with its own threshold, as the metric computes it.
     test = [r for r in rows if r["split"] == "test"]
     harness.rescore(test, parse_policy(config.read_text()), "seed001")
     refit = [float(r["policies"]["seed001"]["confidence"]) for r in test]
     kinds = [str(r["kind"]) for r in test]
-    alone = summary["policies"]["seed001"]["frr_at_far_by_kind"]
+    alone = summary["policies"]["seed001@s1"]["frr_at_far_by_kind"]
     assert alone == {
         "5": metrics.frr_at_far_by_kind(refit, kinds, 0.05),
         "1": metrics.frr_at_far_by_kind(refit, kinds, 0.01),
@@ -244,3 +262,50 @@ def test_calibrate_refuses_rows_scored_by_two_readers(
     path.write_text("".join(json.dumps(r) + "\n" for r in mixed))
     assert calibrate.main([str(path), "--out", str(tmp / "unbound.yaml")]) == 0
     assert parse_policy((tmp / "unbound.yaml").read_text()).calibrated.reader_model == ""
+
+
+def _synthetic_rows(split: str | None) -> list[dict[str, object]]:
+    rows = []
+    for i in range(40):
+        answerable = i % 2 == 0
+        confidence = (0.6 if answerable else 0.4) + (i % 5) / 50
+        rows.append(
+            harness.row_head(
+                Question(
+                    id=f"q{i}",
+                    question="q",
+                    answerable=answerable,
+                    gold_ids=("d",) if answerable else (),
+                    kind="answerable" if answerable else "topic_absent",
+                    split=split,  # type: ignore[arg-type]
+                )
+            )
+            | {
+                "signals": {"top_rrf": confidence / 20, "top_in_both": 1.0},
+                "missing_facets": [],
+                "ranked": {"hybrid": ["d"]},
+                "policies": {"seed001": {"confidence": confidence}},
+            }
+        )
+    return rows
+
+
+def test_an_unsplit_dataset_is_reported_as_all_questions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = _synthetic_rows(None)
+    assert {r["split"] for r in rows} == {harness.UNSPLIT}
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert report.main([str(path), "--bootstrap", "0"]) == 0
+    assert "all questions (unsplit dataset), n = 40" in capsys.readouterr().out
+
+
+def test_two_configs_with_one_version_are_refused_not_merged(tmp_path: Path) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in _synthetic_rows("test")))
+    one, other = tmp_path / "one.yaml", tmp_path / "other.yaml"
+    one.write_text('version: "v1"\npolicy: seed001\n')
+    other.write_text('version: "v1"\npolicy: seed001\nseed001: {a: 50}\n')
+    with pytest.raises(SystemExit, match="names another config"):
+        report.main([str(path), "--policy", str(one), "--policy", str(other)])
