@@ -84,7 +84,8 @@ class OpenSearchSettings:
     verify_certs: bool = True
     ca_certs: str = ""
     index: str = "candor-chunks"
-    timeout_seconds: float = 5.0
+    timeout_seconds: float = 2.0
+    """At most retrieval.arm_timeout_seconds: a slower request is abandoned by the arm anyway."""
 
 
 @dataclass(frozen=True)

@@ -186,8 +186,9 @@ def _parse_passage(row: dict[str, Any], where: str, problems: list[str]) -> Pass
     unknown = set(row) - _CORPUS_FIELDS - _CORPUS_PASSTHROUGH
     if unknown:
         problems.append(
-            f"{where}: unknown field(s) {sorted(unknown)} (allowed: id, title, text, tenant; "
-            "put anything else under 'meta')"
+            f"{where}: unknown field(s) {sorted(unknown)} (allowed: "
+            f"{', '.join(sorted(_CORPUS_FIELDS | _CORPUS_PASSTHROUGH))}; put anything else "
+            "under 'meta')"
         )
     pid = _nonempty_str(row, "id", where, problems)
     text = _nonempty_str(row, "text", where, problems)

@@ -109,7 +109,8 @@ def test_every_problem_is_reported_with_its_line(tmp_path: Path) -> None:
         f"{corpus}:3: duplicate passage id 'd1' (first at {corpus}:1)",
         f"{corpus}:4: 'text' must be a non-empty string",
         f"{corpus}:4: 'title' must be a string",
-        f"{corpus}:5: unknown field(s) ['txt']",
+        f"{corpus}:5: unknown field(s) ['txt'] (allowed: id, meta, question, source_kind, "
+        "tenant, text, title, uri;",
         f"{corpus}:5: 'title' must be a string",
         f"{corpus}:6: expected a JSON object, got list",
         f"{questions}:1: gold id(s) ['nope'] not in corpus.jsonl",

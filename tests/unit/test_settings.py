@@ -271,3 +271,9 @@ def test_the_model_cache_variable_is_a_setting_shared_with_retrieval() -> None:
     s = load_settings(env={"CANDOR_MODEL_CACHE": "/opt/candor/models"})
     assert s.model_cache == s.retrieval.model_cache == "/opt/candor/models"
     assert load_settings(env={}).retrieval.model_cache == ""
+
+
+def test_the_opensearch_timeout_default_fits_inside_the_arm_timeout() -> None:
+    # A longer request timeout than the arm's would only hold a connection the arm gave up on.
+    r = load_settings(env={}).retrieval
+    assert r.opensearch.timeout_seconds <= r.arm_timeout_seconds
