@@ -114,9 +114,10 @@ async def _load(target: str, queries: list[str], in_flight: int) -> tuple[list[f
         return latencies, len(queries) / (time.perf_counter() - start)
 
 
-def run_one(n_chunks: int, n_queries: int) -> Result:
+def run_one(n_chunks: int, n_queries: int, port: int = 0) -> Result:
+    """One size's run; ``port`` 0 picks one in 56000-56999."""
     with tempfile.TemporaryDirectory() as tmp:
-        port = 56000 + random.randrange(1000)
+        port = port or 56000 + random.randrange(1000)
         env = {
             **os.environ,
             "CANDOR_DATA_DIR": tmp,
@@ -211,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--out", type=Path, default=None, help="append the table to this markdown file")
     ap.add_argument("--json", type=Path, default=None, help="write machine-readable results")
+    ap.add_argument("--port", type=int, default=0, help="the service's port (default: random)")
     args = ap.parse_args(argv)
     for path in (args.out, args.json):
         if path is not None:  # before a long run, not after it
@@ -218,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for n in args.chunks:
         print(f"benchmark: {n} chunks", file=sys.stderr)
-        results.append(run_one(n, args.queries))
+        results.append(run_one(n, args.queries, args.port))
     text = report(results)
     print(text)
     if args.out:

@@ -162,8 +162,11 @@ def _stop(procs: Procs) -> None:
         p.wait(60)
 
 
-def run(n_chunks: int, n_queries: int, per_service: bool = False) -> dict[str, object]:
-    base = 57000 + random.randrange(500) * 3
+def run(
+    n_chunks: int, n_queries: int, per_service: bool = False, port: int = 0
+) -> dict[str, object]:
+    """One size's run on ports ``port`` .. ``port + 2`` (0: random in 57000-58499)."""
+    base = port or 57000 + random.randrange(500) * 3
     ports = {"retrieval": base, "gate": base + 1, "generator": base + 2}
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "CANDOR_DATA_DIR": tmp, "OMP_NUM_THREADS": "1"}
@@ -254,6 +257,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--json", type=Path, default=None, help="write machine-readable results")
     ap.add_argument(
+        "--port",
+        type=int,
+        default=0,
+        help="first of three ports for the services (default: random)",
+    )
+    ap.add_argument(
         "--per-service",
         action="store_true",
         help="run each service in its own process (as deployed) instead of one process",
@@ -263,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in (args.out, args.json):
         if path is not None:  # before a long run, not after it
             path.parent.mkdir(parents=True, exist_ok=True)
-    runs = [run(n, args.queries, args.per_service) for n in args.chunks]
+    runs = [run(n, args.queries, args.per_service, args.port) for n in args.chunks]
     text = report(runs)
     print(text)
     if args.out:
