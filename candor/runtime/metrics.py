@@ -10,6 +10,8 @@ from typing import Any
 import grpc
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 
+from candor.runtime.tracing import record_call_status
+
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
@@ -56,26 +58,29 @@ def _split(method: str) -> tuple[str, str]:
     return service, name
 
 
-def _code_of(context: grpc.aio.ServicerContext, error: BaseException | None) -> str:
+def code_of(context: grpc.aio.ServicerContext, error: BaseException | None) -> grpc.StatusCode:
+    """The status a finished call ends with: the one it set or aborted with, else what its
+    exception becomes."""
     code = context.code()
     if isinstance(code, grpc.StatusCode):
-        return str(code.name)
+        return code
     if isinstance(code, int):
         for candidate in grpc.StatusCode:
             if candidate.value[0] == code:
-                return str(candidate.name)
+                return candidate
     if error is None:
-        return "OK"
+        return grpc.StatusCode.OK
     # A caller that goes away (cancels, or its deadline passes) ends the handler with
     # CancelledError, or a stream with GeneratorExit: that is CANCELLED, not a server fault,
     # and UNKNOWN would page through CandorGrpcServerErrors.
     if isinstance(error, asyncio.CancelledError | GeneratorExit):
-        return "CANCELLED"
-    return "UNKNOWN"
+        return grpc.StatusCode.CANCELLED
+    return grpc.StatusCode.UNKNOWN
 
 
 class MetricsInterceptor(grpc.aio.ServerInterceptor):
-    """Counts and times every unary and server-streaming RPC."""
+    """Counts and times every unary and server-streaming RPC, and records its status on the
+    server span (so it must run inside the OpenTelemetry interceptor)."""
 
     def __init__(self, metrics: ServiceMetrics) -> None:
         self._m = metrics
@@ -105,7 +110,7 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                     raise
                 finally:
                     m.handling.labels(*labels).observe(time.perf_counter() - start)
-                    m.handled.labels(*labels, _code_of(context, error)).inc()
+                    _finished(m, labels, code_of(context, error))
 
             return grpc.unary_unary_rpc_method_handler(
                 unary, handler.request_deserializer, handler.response_serializer
@@ -127,9 +132,14 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                     raise
                 finally:
                     m.handling.labels(*labels).observe(time.perf_counter() - start)
-                    m.handled.labels(*labels, _code_of(context, error)).inc()
+                    _finished(m, labels, code_of(context, error))
 
             return grpc.unary_stream_rpc_method_handler(
                 stream, handler.request_deserializer, handler.response_serializer
             )
         return handler
+
+
+def _finished(m: ServiceMetrics, labels: tuple[str, str, str], code: grpc.StatusCode) -> None:
+    m.handled.labels(*labels, code.name).inc()
+    record_call_status(code)

@@ -12,6 +12,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import aio_server_interceptor
+from opentelemetry.trace import TracerProvider
 
 from candor.runtime.metrics import MetricsInterceptor, ServiceMetrics
 from candor.runtime.tracing import configure_tracing
@@ -62,12 +63,23 @@ class RunningService:
             await self.spec.on_stop()
 
 
+def server_interceptors(
+    metrics: ServiceMetrics, tracer_provider: TracerProvider | None = None
+) -> list[grpc.aio.ServerInterceptor]:
+    """Tracing outermost, metrics inside it: the metrics interceptor records each call's
+    status on the span the tracing one opened."""
+    return [
+        aio_server_interceptor(tracer_provider),  # type: ignore[no-untyped-call]
+        MetricsInterceptor(metrics),
+    ]
+
+
 async def start_service(spec: ServiceSpec) -> RunningService:
     """Start one service; returns once it is listening and SERVING."""
     configure_tracing(spec.name)
     s = spec.settings
     server = grpc.aio.server(
-        interceptors=[MetricsInterceptor(spec.metrics), aio_server_interceptor()],  # type: ignore[no-untyped-call]
+        interceptors=server_interceptors(spec.metrics),
         options=[
             ("grpc.max_receive_message_length", s.max_message_bytes),
             ("grpc.max_send_message_length", s.max_message_bytes),
