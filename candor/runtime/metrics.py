@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
+from opentelemetry import trace
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 
 from candor.runtime.tracing import record_call_status
 
+log = logging.getLogger("candor.server")
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
@@ -79,8 +82,9 @@ def code_of(context: grpc.aio.ServicerContext, error: BaseException | None) -> g
 
 
 class MetricsInterceptor(grpc.aio.ServerInterceptor):
-    """Counts and times every unary and server-streaming RPC, and records its status on the
-    server span (so it must run inside the OpenTelemetry interceptor)."""
+    """Counts and times every unary and server-streaming RPC, records its status on the
+    server span and logs a servicer's unexpected exception under the call's trace id (so it
+    must run inside the OpenTelemetry interceptor)."""
 
     def __init__(self, metrics: ServiceMetrics) -> None:
         self._m = metrics
@@ -107,6 +111,7 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                     return await inner_uu(request, context)
                 except BaseException as exc:
                     error = exc
+                    await _abort_unexpected(context, details.method, exc)
                     raise
                 finally:
                     m.handling.labels(*labels).observe(time.perf_counter() - start)
@@ -129,6 +134,7 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                         yield item
                 except BaseException as exc:
                     error = exc
+                    await _abort_unexpected(context, details.method, exc)
                     raise
                 finally:
                     m.handling.labels(*labels).observe(time.perf_counter() - start)
@@ -138,6 +144,26 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                 stream, handler.request_deserializer, handler.response_serializer
             )
         return handler
+
+
+async def _abort_unexpected(
+    context: grpc.aio.ServicerContext, method: str, error: BaseException
+) -> None:
+    """A servicer's own exception (not an abort, not the caller leaving): logged with its
+    traceback while the call's span is current, then ended as UNKNOWN as grpc would.
+
+    grpc logs an escaped exception itself, but after the span has ended: without a trace id,
+    which is how the runbook finds the stack trace of a failed call.
+    """
+    if not isinstance(error, Exception) or isinstance(error, grpc.aio.AbortError):
+        return
+    log.error(
+        "unexpected error in servicer",
+        exc_info=error,
+        extra={"method": method, "error_type": type(error).__name__},
+    )
+    trace.get_current_span().record_exception(error)
+    await context.abort(grpc.StatusCode.UNKNOWN, f"Unexpected {type(error)}: {error}")
 
 
 def _finished(m: ServiceMetrics, labels: tuple[str, str, str], code: grpc.StatusCode) -> None:

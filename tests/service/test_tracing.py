@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+import json
+import logging
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, NoReturn
@@ -14,6 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from candor.runtime.errors import FieldViolations, abort_info, abort_invalid
+from candor.runtime.logs import JsonFormatter
 from candor.runtime.metrics import ServiceMetrics
 from candor.runtime.server import server_interceptors
 from tests.helpers import LoopThread
@@ -133,3 +137,37 @@ def test_server_span_carries_the_status_the_caller_got(
     assert span.attributes is not None
     assert span.attributes["rpc.grpc.status_code"] == code.value[0]
     assert span.status.status_code == (StatusCode.ERROR if error else StatusCode.UNSET)
+
+
+@pytest.fixture
+def json_logs() -> Iterator[io.StringIO]:
+    buffer = io.StringIO()
+    handler = logging.StreamHandler(buffer)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield buffer
+    finally:
+        root.removeHandler(handler)
+
+
+def test_an_unexpected_exception_is_logged_with_its_traceback_under_the_call_trace_id(
+    traced: tuple[str, InMemorySpanExporter], json_logs: io.StringIO
+) -> None:
+    target, exporter = traced
+    with pytest.raises(grpc.RpcError) as info:
+        _call(target, "Boom")
+    assert info.value.code() == grpc.StatusCode.UNKNOWN
+    assert info.value.details() == "Unexpected <class 'RuntimeError'>: a bug"
+    trace_id = format(_span(exporter, "Boom").context.trace_id, "032x")
+    errors = [
+        json.loads(line)
+        for line in json_logs.getvalue().splitlines()
+        if json.loads(line)["level"] == "ERROR"
+    ]
+    # One ERROR line for the failure, with the stack trace and the trace id.
+    assert len(errors) == 1, errors
+    assert errors[0]["trace_id"] == trace_id
+    assert "RuntimeError: a bug" in errors[0]["exc"]
+    assert errors[0]["method"] == f"/{SERVICE}/Boom"
