@@ -49,6 +49,7 @@ from retrieval_svc.ingest import SourceDocument, passages, sections
 from retrieval_svc.knowledge_base import (
     DENSE,
     ArmOutcome,
+    DocumentWrite,
     KnowledgeBase,
     RetrieveParams,
     check_collection,
@@ -231,24 +232,30 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         # One writer at a time keeps the two stores' commits in the same order.
         self._write_lock = asyncio.Lock()
 
-    async def _write(self, write: Callable[[], _T]) -> _T:
+    async def _write(self, write: Callable[[], _T], landed: Callable[[_T], None]) -> _T:
         """Run a store write in a thread under the write lock, which it holds until the write
-        has landed even when the caller cancels (or its deadline passes) first.
+        has landed even when the caller cancels (or its deadline passes) first; ``landed``
+        records the write's result either way.
 
         The thread cannot be stopped. Released on cancellation, the lock would let a later
         upsert or delete commit first and then be overwritten by this one: a lost update, or a
-        deleted document back in the index. The cancelled call's write still lands; upserts
-        and deletes are idempotent, so the caller's retry is safe.
+        deleted document back in the index. The cancelled call's write still lands (and is
+        counted: it is in the index); upserts and deletes are idempotent, so the caller's retry
+        is safe.
         """
         async with self._write_lock:
             landing = asyncio.ensure_future(asyncio.to_thread(write))
             try:
-                return await asyncio.shield(landing)
+                result = await asyncio.shield(landing)
             except asyncio.CancelledError:
                 while not landing.done():
                     with contextlib.suppress(asyncio.CancelledError):
                         await asyncio.shield(landing)
+                if not landing.cancelled() and landing.exception() is None:
+                    landed(landing.result())
                 raise
+            landed(result)
+            return result
 
     async def close(self) -> None:
         # A write still landing (its caller cancelled, or the grace ran out) holds the lock:
@@ -498,15 +505,19 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         # Before the write lock: the LLM calls can take seconds and need no lock.
         report = await self._hypothetical(docs, context) if request.hypothetical_questions else None
         questions = report.questions if report else None
-        results, sizes = await self._write(
-            lambda: (self._kb.upsert(docs, None, questions), self._kb.sizes())
+
+        def upserted(landed: tuple[list[DocumentWrite], dict[str, int]]) -> None:
+            results, sizes = landed
+            self._m.ingest_seconds.observe(time.perf_counter() - start)
+            for arm, n in sizes.items():
+                self._m.index_chunks.labels(arm).set(n)
+            for r in results:
+                self._m.documents.labels("upsert", r.outcome).inc()
+                self._m.chunks_written.inc(r.chunks)
+
+        results, _ = await self._write(
+            lambda: (self._kb.upsert(docs, None, questions), self._kb.sizes()), upserted
         )
-        self._m.ingest_seconds.observe(time.perf_counter() - start)
-        for arm, n in sizes.items():
-            self._m.index_chunks.labels(arm).set(n)
-        for r in results:
-            self._m.documents.labels("upsert", r.outcome).inc()
-            self._m.chunks_written.inc(r.chunks)
         return pb.UpsertDocumentsResponse(
             results=[
                 pb.DocumentResult(
@@ -536,9 +547,12 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             await abort_invalid(context, v)
         await self._auth.authorize(context, caller, request.tenant)
         ids = list(request.document_ids)
-        results = await self._write(lambda: self._kb.delete(request.tenant, ids))
-        for r in results:
-            self._m.documents.labels("delete", r.outcome).inc()
+
+        def deleted(results: list[DocumentWrite]) -> None:
+            for r in results:
+                self._m.documents.labels("delete", r.outcome).inc()
+
+        results = await self._write(lambda: self._kb.delete(request.tenant, ids), deleted)
         return pb.DeleteDocumentsResponse(
             results=[
                 pb.DocumentResult(

@@ -74,9 +74,12 @@ def code_of(context: grpc.aio.ServicerContext, error: BaseException | None) -> g
     if error is None:
         return grpc.StatusCode.OK
     # A caller that goes away (cancels, or its deadline passes) ends the handler with
-    # CancelledError, or a stream with GeneratorExit: that is CANCELLED, not a server fault,
-    # and UNKNOWN would page through CandorGrpcServerErrors.
+    # CancelledError, or a stream with GeneratorExit: not UNKNOWN, which would say the server
+    # broke. The caller saw DEADLINE_EXCEEDED when its deadline is spent, else CANCELLED.
     if isinstance(error, asyncio.CancelledError | GeneratorExit):
+        remaining = context.time_remaining()
+        if remaining is not None and remaining <= 0:
+            return grpc.StatusCode.DEADLINE_EXCEEDED
         return grpc.StatusCode.CANCELLED
     return grpc.StatusCode.UNKNOWN
 

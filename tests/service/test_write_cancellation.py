@@ -4,6 +4,7 @@ document coming back."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -16,7 +17,7 @@ from candor.retrieval.v1 import retrieval_pb2 as pb
 from candor.retrieval.v1 import retrieval_pb2_grpc as pb_grpc
 from candor.settings import load_settings
 from retrieval_svc.knowledge_base import KnowledgeBase
-from tests.helpers import Stack, stack_env
+from tests.helpers import Stack, metric_value, scrape, stack_env
 
 TENANT = "t"
 RELEASE_AFTER_SECONDS = 1.0
@@ -146,3 +147,34 @@ def test_shutdown_waits_for_a_write_still_landing_before_closing_the_stores(
     assert held.landed.wait(30)
     assert held.outcomes == ["written"]
     assert not stopping.is_alive()
+
+
+def test_an_upsert_landing_after_the_deadline_is_counted_as_written_and_deadline_exceeded(
+    tmp_path: Path, held: Held
+) -> None:
+    stack = _stack(tmp_path)
+    try:
+        with grpc.insecure_channel(stack.address("RetrievalService")) as ch:
+            with pytest.raises(grpc.RpcError) as info:
+                _upsert(pb_grpc.RetrievalServiceStub(ch), "first version of the policy", 0.3)
+            assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            held.release.set()
+            assert held.landed.wait(30)
+            call = {"grpc_method": "UpsertDocuments"}
+            deadline = time.monotonic() + 10
+            while True:  # the handler ends on the server once the write has landed
+                text = scrape(stack.metrics_port("RetrievalService"))
+                if metric_value(text, "grpc_server_handled_total", call) or (
+                    time.monotonic() > deadline
+                ):
+                    break
+                time.sleep(0.05)
+    finally:
+        stack.stop()
+    handled = {"grpc_method": "UpsertDocuments", "grpc_code": "DEADLINE_EXCEEDED"}
+    assert metric_value(text, "grpc_server_handled_total", handled) == 1
+    assert metric_value(text, "grpc_server_handled_total", {"grpc_code": "CANCELLED"}) == 0
+    written = {"op": "upsert", "outcome": "written"}
+    assert metric_value(text, "candor_retrieval_documents_total", written) == 1
+    assert metric_value(text, "candor_retrieval_chunks_written_total") >= 1
+    assert metric_value(text, "candor_retrieval_ingest_seconds_count") == 1
