@@ -181,6 +181,11 @@ class RetrievalMetrics:
             registry=metrics.registry,
         )
 
+    def index_size(self, sizes: dict[str, int]) -> None:
+        """What each store holds now: set at start-up and after every write that lands."""
+        for arm, n in sizes.items():
+            self.index_chunks.labels(arm).set(n)
+
 
 def _duration(seconds: float) -> Duration:
     d = Duration()
@@ -509,8 +514,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         def upserted(landed: tuple[list[DocumentWrite], dict[str, int]]) -> None:
             results, sizes = landed
             self._m.ingest_seconds.observe(time.perf_counter() - start)
-            for arm, n in sizes.items():
-                self._m.index_chunks.labels(arm).set(n)
+            self._m.index_size(sizes)
             for r in results:
                 self._m.documents.labels("upsert", r.outcome).inc()
                 self._m.chunks_written.inc(r.chunks)
@@ -548,11 +552,15 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         await self._auth.authorize(context, caller, request.tenant)
         ids = list(request.document_ids)
 
-        def deleted(results: list[DocumentWrite]) -> None:
+        def deleted(landed: tuple[list[DocumentWrite], dict[str, int]]) -> None:
+            results, sizes = landed
+            self._m.index_size(sizes)
             for r in results:
                 self._m.documents.labels("delete", r.outcome).inc()
 
-        results = await self._write(lambda: self._kb.delete(request.tenant, ids), deleted)
+        results, _ = await self._write(
+            lambda: (self._kb.delete(request.tenant, ids), self._kb.sizes()), deleted
+        )
         return pb.DeleteDocumentsResponse(
             results=[
                 pb.DocumentResult(
@@ -599,11 +607,14 @@ def build_retrieval(settings: Settings) -> ServiceSpec:
             lock.release()
         raise
     metrics = ServiceMetrics()
+    retrieval_metrics = RetrievalMetrics(metrics)
+    # A restarted pod reports the index it opened, not nothing until the next upsert.
+    retrieval_metrics.index_size(kb.sizes())
     servicer = RetrievalServicer(
         kb,
         settings,
         Authenticator(settings.auth, SERVICE_NAME),
-        RetrievalMetrics(metrics),
+        retrieval_metrics,
         rewriter=build_rewriter(settings.retrieval.rewrite),
         question_generator=build_question_generator(settings.retrieval.hypothetical),
     )
