@@ -212,7 +212,9 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
                 str(exc),
                 metadata,
             )
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, GeneratorExit):
+            # A client cancel reaches a handler waiting at its yield as GeneratorExit (the
+            # stream is closed), one waiting on the backend as CancelledError.
             self._m.llm_outcomes.labels(name, "cancelled").inc()
             raise
         if draft is None:

@@ -266,13 +266,15 @@ async def test_backend_errors_become_rich_statuses(reason: str, code: grpc.Statu
 
 async def test_closing_the_rpc_mid_answer_closes_the_backend_stream() -> None:
     backend = ScriptedBackend("You can", hang=True)
-    svc, _ = servicer(backend)
+    svc, m = servicer(backend)
     stream = svc.Generate(request(), FakeContext())  # type: ignore[arg-type]
     first = await stream.__anext__()
     assert first.delta.text == "You can"
     assert not backend.closed
+    # A client cancel reaches a streaming handler parked at its yield as GeneratorExit.
     await stream.aclose()  # type: ignore[attr-defined]
     assert backend.closed
+    assert outcome(m, "scripted", "cancelled") == 1
 
 
 async def test_cancelling_the_rpc_closes_the_openai_http_stream() -> None:
