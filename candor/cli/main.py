@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ from candor.settings import Settings, SettingsError, load_settings
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "helpcentre"
 DEMO_ANSWERED = "How long do I have to get a refund for a label I didn't use?"
 DEMO_REFUSED = "Who won the 1998 football World Cup?"
+log = logging.getLogger("candor.cli")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -118,21 +120,24 @@ async def _serve(args: argparse.Namespace) -> int:
     from candor.runtime.server import serve_until_signal
     from retrieval_svc.stores.data_dir import DataDirInUse
 
+    # Everything serve writes to stderr is a JSON log line: `kubectl logs | jq` reads it all.
     try:
         settings = load_settings(args.config)
     except SettingsError as exc:
-        print(f"candor: invalid settings: {exc}", file=sys.stderr)
+        configure_logging()
+        log.error("invalid settings", extra={"error": str(exc)})
         return 2
     configure_logging(settings.log_level)
     started = time.perf_counter()
     try:
         services = await start_stack(settings, args.service)
     except (SettingsError, DataDirInUse) as exc:
-        print(f"candor: cannot start: {exc}", file=sys.stderr)
+        log.error("cannot start", extra={"error": str(exc)})
         return 2
-    for svc in services:
-        print(f"candor: {svc.spec.name} on {svc.address}", file=sys.stderr)
     if args.demo:
+        # `make run` is read by a person: the addresses in plain words, beside the JSON logs.
+        for svc in services:
+            print(f"candor: {svc.spec.name} on {svc.address}", file=sys.stderr)
         await asyncio.to_thread(_demo, services, started)
     await serve_until_signal(services)
     return 0

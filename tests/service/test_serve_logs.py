@@ -1,0 +1,71 @@
+"""`candor serve` writes nothing but JSON lines to its log stream (stderr), so the runbook's
+`kubectl logs ... | jq` reads every line: at start-up, at shutdown and when it cannot start."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+from pathlib import Path
+
+from tests.helpers import scrape, stack_env
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _serve(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "candor.cli.main", "serve", *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _json_lines(stderr: str) -> list[dict[str, object]]:
+    lines = stderr.splitlines()
+    assert lines
+    for line in lines:
+        assert line.startswith("{"), f"not a JSON log line: {line!r}"
+    return [json.loads(line) for line in lines]
+
+
+def test_a_served_service_logs_only_json(tmp_path: Path) -> None:
+    env = stack_env(str(tmp_path / "data"))
+    proc = _serve(env, "--service", "retrieval")
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # up once its metrics answer
+            try:
+                scrape(int(env["CANDOR_RETRIEVAL__SERVER__METRICS_PORT"]))
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert proc.poll() is None, proc.communicate()[1]
+                assert time.monotonic() < deadline, "retrieval did not start"
+                time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    messages = [line["msg"] for line in _json_lines(err)]
+    assert "service started" in messages
+    assert "shutdown complete" in messages
+
+
+def test_invalid_settings_are_a_json_log_line(tmp_path: Path) -> None:
+    config = tmp_path / "candor.yaml"
+    config.write_text("retrieval: {chunk_tokens: -1}\n")
+    proc = _serve({"CANDOR_CONFIG": str(config)})
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2
+    (line,) = _json_lines(err)
+    assert line["level"] == "ERROR" and line["msg"] == "invalid settings"
+    assert "chunk_tokens" in str(line["error"])
