@@ -23,7 +23,7 @@ from candor.runtime.metrics import ServiceMetrics
 from candor.runtime.server import ServiceSpec
 from candor.runtime.validation import check_query
 from candor.secrets import read_secret
-from candor.settings import Settings
+from candor.settings import Settings, SettingsError
 from candor.token import InMemoryReplayStore, KeyRing, TokenError, TokenVerifier
 from generator_svc.citations import verify_citations
 from generator_svc.groundedness import GroundednessResult, check_groundedness
@@ -319,7 +319,12 @@ def build_generator(settings: Settings) -> ServiceSpec:
     keys_dir = Path(g.public_keys_dir) if g.public_keys_dir else settings.path("keys")
     keys = KeyRing(keys_dir)
     if not len(keys):
-        raise RuntimeError(f"no pass-token public keys (*.pub.pem) in {keys_dir}")
+        # A configuration problem (or start order), not a crash: reported as one log line.
+        raise SettingsError(
+            f"no pass-token public keys (*.pub.pem) in {keys_dir}: start the gate first (it "
+            "creates the embedded default's key pair there), or point "
+            "generator.public_keys_dir at the gate's public keys"
+        )
     verifier = TokenVerifier(
         keys, g.issuer, g.audience, InMemoryReplayStore(), g.clock_skew_seconds
     )

@@ -69,3 +69,15 @@ def test_invalid_settings_are_a_json_log_line(tmp_path: Path) -> None:
     (line,) = _json_lines(err)
     assert line["level"] == "ERROR" and line["msg"] == "invalid settings"
     assert "chunk_tokens" in str(line["error"])
+
+
+def test_a_generator_started_before_the_gate_made_its_key_says_so_in_one_json_line(
+    tmp_path: Path,
+) -> None:
+    proc = _serve(stack_env(str(tmp_path / "data")), "--service", "generator")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2
+    (line,) = _json_lines(err)
+    assert line["level"] == "ERROR" and line["msg"] == "cannot start"
+    assert "no pass-token public keys" in str(line["error"])
+    assert "start the gate first" in str(line["error"])
