@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 
 import grpc
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 from opentelemetry.semconv._incubating.attributes.rpc_attributes import RPC_GRPC_STATUS_CODE
 from opentelemetry.trace import Status, StatusCode
+
+from candor.settings import SettingsError
 
 log = logging.getLogger("candor.tracing")
 _configured = False
@@ -30,28 +33,64 @@ SERVER_ERROR_CODES = frozenset(
 
 
 def configure_tracing(service_name: str) -> None:
-    """Install a tracer provider once per process.
-
-    Spans are exported over OTLP only when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set and
-    OTEL_TRACES_EXPORTER is not "none"; otherwise they exist only to carry trace ids into logs
-    and downstream metadata.
-    """
+    """Install a tracer provider once per process, exporting as the OTEL_* variables say
+    (``span_exporters``); without an exporter, spans exist only to carry trace ids into logs
+    and downstream metadata."""
     global _configured
     if _configured:
         return
-    _configured = True
+    exporters = span_exporters(os.environ)
     resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", service_name)})
     provider = TracerProvider(resource=resource)
-    wants_export = os.environ.get("OTEL_TRACES_EXPORTER", "otlp") != "none" and (
-        "OTEL_EXPORTER_OTLP_ENDPOINT" in os.environ
-        or "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" in os.environ
-    )
-    if wants_export:
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-        log.info("exporting traces over OTLP")
+    for exporter in exporters:
+        provider.add_span_processor(BatchSpanProcessor(exporter))
+        log.info("exporting traces", extra={"exporter": type(exporter).__name__})
     trace.set_tracer_provider(provider)
+    _configured = True
+
+
+def span_exporters(environ: Mapping[str, str]) -> list[SpanExporter]:
+    """The exporters OTEL_TRACES_EXPORTER names (``otlp``, the default, ``console``, ``none``).
+
+    ``otlp`` exports only when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set, and only over
+    gRPC: the OTLP/HTTP exporter is not installed, so ``http/protobuf`` or ``http/json`` stops
+    the service with a SettingsError rather than exporting to an endpoint that never answers.
+    """
+    names = [
+        n.strip().lower()
+        for n in environ.get("OTEL_TRACES_EXPORTER", "otlp").split(",")
+        if n.strip()
+    ]
+    if "none" in names:
+        return []
+    out: list[SpanExporter] = []
+    for name in names:
+        if name == "console":
+            out.append(ConsoleSpanExporter())
+        elif name == "otlp":
+            if not any(
+                environ.get(v)
+                for v in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            ):
+                continue
+            protocol = environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or environ.get(
+                "OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"
+            )
+            if protocol.strip().lower() != "grpc":
+                raise SettingsError(
+                    f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol}: candor exports OTLP over gRPC "
+                    "only (the OTLP/HTTP exporter is not installed); set it to grpc and point "
+                    "OTEL_EXPORTER_OTLP_ENDPOINT at the collector's gRPC port (4317)"
+                )
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+            out.append(OTLPSpanExporter())
+        else:
+            raise SettingsError(
+                f"OTEL_TRACES_EXPORTER={environ['OTEL_TRACES_EXPORTER']}: {name!r} is not "
+                "supported (otlp, console or none)"
+            )
+    return out
 
 
 def current_trace_id() -> str:
