@@ -5,18 +5,25 @@ from __future__ import annotations
 import dataclasses
 
 from candor.runtime.server import RunningService, start_service
+from candor.runtime.tracing import configure_tracing
 from candor.settings import Settings
 from gate_svc.service import build_gate, signing_key
 from generator_svc.service import build_generator
 from retrieval_svc.service import build_retrieval
 
 SERVICES = ("retrieval", "gate", "generator")
+ALL_IN_ONE = "candor"
+"""service.name of a process that runs all three services (one alone keeps its own name)."""
 
 
 async def start_stack(settings: Settings, which: str = "all") -> list[RunningService]:
     """Boot the requested services; the gate is built before the generator so the embedded
     default's signing key exists when the generator loads the public keys."""
     wanted = SERVICES if which == "all" else (which,)
+    if len(wanted) > 1:
+        # One tracer provider per process: named after the first service to start, every
+        # span of the all-in-one process would claim to be retrieval's.
+        configure_tracing(ALL_IN_ONE)
     running: list[RunningService] = []
     try:
         if "retrieval" in wanted:
