@@ -287,7 +287,10 @@ class GateServicer(pb_grpc.GateServiceServicer):
         context: grpc.aio.ServicerContext,
     ) -> pb.Decision:
         started = time.perf_counter()
-        policy = self._policies.active.config.for_tenant(tenant)
+        active = self._policies.active.config
+        policy = active.for_tenant(tenant)
+        # Overrides share the file's version: the log says when a tenant's own one decided.
+        policy_tenant = tenant if policy is not active else ""
         arms: list[retrieval_pb2.ArmStatus] = []
         degraded = False
         caller_bound = False
@@ -315,7 +318,9 @@ class GateServicer(pb_grpc.GateServiceServicer):
                 decision = arms_unavailable(
                     policy, f"retrieval: {exc.code().name}: {exc.details()}"
                 )
-                out = self._finish(decision, tenant, query, language, [], True, policy)
+                out = self._finish(
+                    decision, tenant, query, language, [], True, policy, policy_tenant
+                )
                 return await self._translate_refusal(out, query, language, policy, context)
             await abort_info(
                 context, exc.code(), "RETRIEVAL_" + exc.code().name, exc.details() or ""
@@ -348,7 +353,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
         t0 = time.perf_counter()
         decision = decide(candidates, policy, query, down, rerank, reader, missing)
         self._m.decide_seconds.observe(time.perf_counter() - t0)
-        out = self._finish(decision, tenant, query, language, arms, degraded, policy)
+        out = self._finish(decision, tenant, query, language, arms, degraded, policy, policy_tenant)
         out.rewritten_query = reply.rewritten_query
         out = await self._translate_refusal(out, query, language, policy, context)
         if shadow is not None and shadow_policy is not None:
@@ -485,6 +490,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
         arms: list[retrieval_pb2.ArmStatus],
         degraded: bool,
         policy: PolicyConfig,
+        policy_tenant: str,
     ) -> pb.Decision:
         out = pb.Decision(
             decision_id=uuid.uuid4().hex,
@@ -559,11 +565,14 @@ class GateServicer(pb_grpc.GateServiceServicer):
             "decision",
             extra={
                 "decision_id": out.decision_id,
+                # In the log, not the metric: tenants are unbounded, log lines are not series.
+                "tenant": tenant,
                 "outcome": d.outcome,
                 "reason": d.reason,
                 "tier": d.tier,
                 "confidence": round(d.confidence, 4),
                 "policy_version": d.policy_version,
+                "policy_tenant": policy_tenant,
                 "evidence": len(out.evidence),
                 "degraded": degraded,
             },
