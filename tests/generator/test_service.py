@@ -413,3 +413,16 @@ def test_an_empty_secret_file_fails_start_up(tmp_path: Path) -> None:
     )
     with pytest.raises(RuntimeError, match="empty"):
         build_backend(opts, load_templates())
+
+
+async def test_time_to_first_token_resolves_the_extractive_backends_milliseconds() -> None:
+    svc, m = servicer(ExtractiveBackend(3))
+    await run(svc, request())
+    # ~0.5 ms locally: it lands in a bucket well under 50 ms, not the first bound of seconds.
+    samples = {
+        s.labels.get("le"): s.value
+        for metric in m.first_token.collect()
+        for s in metric.samples
+        if s.name.endswith("_bucket") and s.labels.get("backend") == "extractive"
+    }
+    assert samples.get("0.025") == 1, samples
