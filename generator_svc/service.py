@@ -164,9 +164,11 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
             if not e.chunk_id:
                 v.add(f"evidence[{i}].chunk_id", "required")
         if v:
-            self._m.token_rejections.labels(
-                "TOKEN_MISSING" if not request.pass_token else "INVALID_REQUEST"
-            ).inc()
+            # A malformed request is the caller's mistake (INVALID_ARGUMENT in
+            # grpc_server_handled_total), not a refused token: CandorPassTokenRejected would
+            # page for it.
+            if not request.pass_token:
+                self._m.token_rejections.labels("TOKEN_MISSING").inc()
             await abort_invalid(context, v)
         evidence = [(e.chunk_id, e.text) for e in request.evidence]
         titles = [e.title for e in request.evidence]

@@ -426,3 +426,27 @@ async def test_time_to_first_token_resolves_the_extractive_backends_milliseconds
         if s.name.endswith("_bucket") and s.labels.get("backend") == "extractive"
     }
     assert samples.get("0.025") == 1, samples
+
+
+def _rejections(m: GeneratorMetrics) -> dict[str, float]:
+    return {
+        s.labels["reason"]: s.value
+        for metric in m.token_rejections.collect()
+        for s in metric.samples
+        if s.name.endswith("_total")
+    }
+
+
+async def test_a_malformed_request_is_not_counted_as_a_refused_token() -> None:
+    svc, m = servicer(ScriptedBackend(GOOD))
+    blank = request()
+    blank.query = " "
+    with pytest.raises(Aborted) as err:
+        await run(svc, blank)
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert _rejections(m) == {}
+    missing = request()
+    missing.pass_token = ""
+    with pytest.raises(Aborted):
+        await run(svc, missing)
+    assert _rejections(m) == {"TOKEN_MISSING": 1}
