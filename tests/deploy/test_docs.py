@@ -37,3 +37,18 @@ def test_every_repository_path_the_docs_mention_exists() -> None:
     for name, text in (("operations.md", OPERATIONS), ("runbook.md", RUNBOOK), ("README", README)):
         for path in re.findall(r"`((?:deploy|scripts|docs|tests)/[\w./+-]+)`", text):
             assert (ROOT / path.rstrip("/")).exists(), f"{name}: {path}"
+
+
+def test_the_readme_lists_every_metric_the_services_export() -> None:
+    from candor.runtime.metrics import ServiceMetrics
+    from gate_svc.service import GateMetrics
+    from generator_svc.service import GeneratorMetrics
+    from retrieval_svc.service import RetrievalMetrics
+
+    readme = (ROOT / "README.md").read_text()
+    for metrics_of in (GateMetrics, RetrievalMetrics, GeneratorMetrics):
+        service = ServiceMetrics()
+        metrics_of(service)
+        for family in service.registry.collect():
+            name = family.name + ("_total" if family.type == "counter" else "")
+            assert f"`{name}" in readme, f"README.md does not list {name}"
