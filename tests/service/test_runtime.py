@@ -102,3 +102,12 @@ def test_metrics_expose_standard_grpc_series_with_code_names(slow_server):  # ty
     assert metric_value(text, "grpc_server_handled_total", {**labels, "grpc_code": "OK"}) >= 1
     assert metric_value(text, "grpc_server_handling_seconds_count", labels) == 2
     assert "grpc_server_handling_seconds_bucket{" in text
+
+
+def test_a_method_the_server_does_not_have_is_counted_unimplemented(slow_server):  # type: ignore[no-untyped-def]
+    _, target, metrics_port = slow_server
+    with grpc.insecure_channel(target) as ch, pytest.raises(grpc.RpcError) as err:
+        ch.unary_unary(f"/{SERVICE}/Missing")(b"", timeout=5)
+    assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    labels = {"grpc_service": SERVICE, "grpc_method": "Missing", "grpc_code": "UNIMPLEMENTED"}
+    assert metric_value(scrape(metrics_port), "grpc_server_handled_total", labels) == 1
