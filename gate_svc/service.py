@@ -62,6 +62,8 @@ DECISION_RESERVE_BYTES = 16 * 1024
 """Left under the send limit for what is set on a decision after its evidence: the rewritten
 query, the shadow decision, the elapsed time."""
 log = logging.getLogger("candor.gate")
+#: The services the gate calls (``downstream`` label of candor_gate_downstream_calls_total).
+DOWNSTREAMS = ("retrieval", "generator")
 #: Why a decision that weighs the reader got no reading (``reader_fallbacks`` label).
 READER_FALLBACK_REASONS = ("DISABLED", "DEADLINE", "TIMEOUT", "ERROR")
 
@@ -189,6 +191,15 @@ class GateMetrics:
             ["model", "digest"],
             registry=r,
         )
+        self.downstream = Counter(
+            "candor_gate_downstream_calls_total",
+            "The gate's calls to retrieval (Retrieve) and the generator (Generate), by "
+            "downstream and the gRPC code they ended with.",
+            ["downstream", "grpc_code"],
+            registry=r,
+        )
+        for downstream in DOWNSTREAMS:
+            self.downstream.labels(downstream, grpc.StatusCode.OK.name)
         self.refusal_translations = Counter(
             "candor_gate_refusal_translations_total",
             "Refusals in a language the message table lacks, by outcome "
@@ -305,6 +316,8 @@ class GateServicer(pb_grpc.GateServiceServicer):
         except DeadlineExhausted as exc:
             await abort_info(context, grpc.StatusCode.DEADLINE_EXCEEDED, "DEADLINE", str(exc))
         except grpc.aio.AioRpcError as exc:
+            # Seen from the gate: a retrieval it cannot reach has no failing arms of its own.
+            self._downstream_ended("retrieval", exc.code(), caller_bound)
             if exc.code() in (
                 grpc.StatusCode.UNAVAILABLE,
                 grpc.StatusCode.INTERNAL,
@@ -325,6 +338,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
             await abort_info(
                 context, exc.code(), "RETRIEVAL_" + exc.code().name, exc.details() or ""
             )
+        self._downstream_ended("retrieval", grpc.StatusCode.OK)
         arms = list(reply.arms)
         degraded = reply.degraded
         candidates = [candidate_view(c) for c in reply.candidates]
@@ -385,6 +399,15 @@ class GateServicer(pb_grpc.GateServiceServicer):
         out.elapsed.FromNanoseconds(int(elapsed * 1e9))
         self._m.evaluate_seconds.observe(elapsed)
         return out
+
+    def _downstream_ended(
+        self, downstream: str, code: grpc.StatusCode, caller_bound: bool = False
+    ) -> None:
+        """Count one call to retrieval or the generator; one cut short by the caller's own
+        deadline says nothing about the service called, and is not counted."""
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED and caller_bound:
+            return
+        self._m.downstream.labels(downstream, code.name).inc()
 
     async def _rerank(
         self, query: str, candidates: list[CandidateView], context: grpc.aio.ServicerContext
@@ -600,6 +623,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
             return
         try:
             timeout = downstream_timeout(context, self._s.generation_timeout_seconds)
+            caller_bound = timeout < self._s.generation_timeout_seconds
         except DeadlineExhausted as exc:
             await abort_info(context, grpc.StatusCode.DEADLINE_EXCEEDED, "DEADLINE", str(exc))
         call = self._generator.Generate(
@@ -619,7 +643,9 @@ class GateServicer(pb_grpc.GateServiceServicer):
                     yield pb.AskResponse(delta=event.delta)
                 else:
                     yield pb.AskResponse(final=event.final)
+            self._downstream_ended("generator", grpc.StatusCode.OK)
         except grpc.aio.AioRpcError as exc:
+            self._downstream_ended("generator", exc.code(), caller_bound)
             cause = error_reason_of(exc)
             log.warning("generation failed", extra={"code": exc.code().name, "cause": cause})
             code = exc.code()

@@ -27,6 +27,8 @@ TARGET_LABELS = {"namespace", "pod", "job", "instance", "service", "container", 
 POSSIBLE_VALUES: dict[tuple[str, str], set[str]] = {
     # candor/runtime/metrics.py labels grpc_code with grpc.StatusCode names.
     ("grpc_server_handled_total", "grpc_code"): {c.name for c in grpc.StatusCode},
+    # gate_svc/service.py labels its downstream calls with grpc.StatusCode names too.
+    ("candor_gate_downstream_calls_total", "grpc_code"): {c.name for c in grpc.StatusCode},
     ("candor_retrieval_arm_outcomes_total", "state"): set(retrieval_service._STATES),
     # generator_svc/service.py: verifications.labels("passed" if passed else "failed")
     ("candor_generator_verifications_total", "result"): {"passed", "failed"},
