@@ -64,6 +64,17 @@ def _split(method: str) -> tuple[str, str]:
 def code_of(context: grpc.aio.ServicerContext, error: BaseException | None) -> grpc.StatusCode:
     """The status a finished call ends with: the one it set or aborted with, else what its
     exception becomes."""
+    # A caller that goes away (cancels, or its deadline passes) ends the handler with
+    # CancelledError, or a stream with GeneratorExit: not UNKNOWN, which would say the server
+    # broke. The caller saw DEADLINE_EXCEEDED when its deadline is spent, else CANCELLED.
+    # Decided before context.code(): OpenTelemetry's stream wrapper does not close this
+    # stream when it is closed itself, so GeneratorExit can come from the finaliser after the
+    # call is over, when the context may read OK.
+    if isinstance(error, asyncio.CancelledError | GeneratorExit):
+        remaining = context.time_remaining()
+        if remaining is not None and remaining <= 0:
+            return grpc.StatusCode.DEADLINE_EXCEEDED
+        return grpc.StatusCode.CANCELLED
     code = context.code()
     if isinstance(code, grpc.StatusCode):
         return code
@@ -73,14 +84,6 @@ def code_of(context: grpc.aio.ServicerContext, error: BaseException | None) -> g
                 return candidate
     if error is None:
         return grpc.StatusCode.OK
-    # A caller that goes away (cancels, or its deadline passes) ends the handler with
-    # CancelledError, or a stream with GeneratorExit: not UNKNOWN, which would say the server
-    # broke. The caller saw DEADLINE_EXCEEDED when its deadline is spent, else CANCELLED.
-    if isinstance(error, asyncio.CancelledError | GeneratorExit):
-        remaining = context.time_remaining()
-        if remaining is not None and remaining <= 0:
-            return grpc.StatusCode.DEADLINE_EXCEEDED
-        return grpc.StatusCode.CANCELLED
     return grpc.StatusCode.UNKNOWN
 
 
