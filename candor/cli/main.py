@@ -15,6 +15,7 @@ from candor.cli import client
 from candor.runtime.logs import configure_logging
 from candor.settings import Settings, SettingsError, load_settings
 
+DEFAULT_GATE_TARGET = "127.0.0.1:50052"
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "helpcentre"
 DEMO_ANSWERED = "How long do I have to get a refund for a label I didn't use?"
 DEMO_REFUSED = "Who won the 1998 football World Cup?"
@@ -22,7 +23,7 @@ log = logging.getLogger("candor.cli")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--target", default="127.0.0.1:50052", help="service address")
+    p.add_argument("--target", default=DEFAULT_GATE_TARGET, help="service address")
     p.add_argument("--tenant", default="default")
     p.add_argument("--api-key", default=None, help="sent as x-api-key metadata")
 
@@ -156,9 +157,12 @@ def _demo(services: list, started: float) -> None:  # type: ignore[type-arg]
         for question in (DEMO_ANSWERED, DEMO_REFUSED):
             result = client.ask(ch, question, "default", None)
             print(f"\n> {question}\n{client.format_ask(result, debug=False)}", flush=True)
+    gate = by_name["GateService"]
+    # The hint must reach this stack's gate, wherever its port was moved.
+    target = "" if gate == DEFAULT_GATE_TARGET else f" --target {gate}"
     print(
         f"\ncandor: ready in {time.perf_counter() - started:.1f}s; try:\n"
-        f'  .venv/bin/candor ask "How do I set up two-factor authentication?" --debug\n'
+        f'  .venv/bin/candor ask "How do I set up two-factor authentication?" --debug{target}\n'
         "Ctrl-C to stop.",
         flush=True,
     )

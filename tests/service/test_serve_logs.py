@@ -81,3 +81,29 @@ def test_a_generator_started_before_the_gate_made_its_key_says_so_in_one_json_li
     assert line["level"] == "ERROR" and line["msg"] == "cannot start"
     assert "no pass-token public keys" in str(line["error"])
     assert "start the gate first" in str(line["error"])
+
+
+def test_the_demo_answers_refuses_and_points_the_hint_at_its_own_gate(tmp_path: Path) -> None:
+    # `make run`: what the README shows first. Ports moved off the defaults (as here, or for a
+    # second stack) must still leave a hint that reaches this stack's gate.
+    proc = _serve(stack_env(str(tmp_path / "data")), "--demo")
+    out: list[str] = []
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 120
+        for line in proc.stdout:
+            out.append(line)
+            if "Ctrl-C to stop." in line or time.monotonic() > deadline:
+                break
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    text = "".join(out)
+    assert "> How long do I have to get a refund for a label I didn't use?" in text
+    assert "05-refunds-for-unused-labels" in text and "verified" in text
+    assert "[REFUSE: LOW_CONFIDENCE]" in text
+    hint = next(line for line in out if "candor ask" in line)
+    assert "--target 127.0.0.1:" in hint and "--target 127.0.0.1:50052" not in hint
