@@ -194,10 +194,11 @@ ROWS: list[tuple[str, list[Panel]]] = [
                 unit="s",
                 width=12,
                 description="Time the bundled reader spends on the top chunks of a decision "
-                "whose policy weighs it; fallbacks (timeout, error, disabled) make that policy "
-                "refuse. Skipped: refusals not read because even a certain reading would stay "
-                "under the pass bound or the config's read floor; a rising read_floor rate "
-                "after a corpus change is worth a look at the refused questions.",
+                "whose policy weighs it; on a fallback (timeout, error, disabled) the reading "
+                "weighs as 0, the lowest it can be. Skipped: refusals not read because even a "
+                "certain reading would stay under the pass bound or the config's read floor; a "
+                "rising read_floor rate after a corpus change is worth a look at the refused "
+                "questions.",
             ),
             Panel(
                 "Time to a decision p95 (retrieval included)",
@@ -243,7 +244,16 @@ ROWS: list[tuple[str, list[Panel]]] = [
                 "Arm error + timeout rate",
                 [(f"candor:retrieval_arm_failure_ratio:rate5m{{{NS}}}", "{{arm}}")],
                 unit="percentunit",
-                description="CandorRetrievalArmFailing fires above 5% for 10 minutes.",
+                description="CandorRetrievalArmFailing fires above 5% for 10 minutes. A "
+                "`deadline` state (the caller's deadline cut an arm short) is not counted.",
+            ),
+            Panel(
+                "Gate calls to retrieval / generator failing",
+                [(f"candor:gate_downstream_error_ratio:rate5m{{{NS}}}", "{{downstream}}")],
+                unit="percentunit",
+                description="The gate's own view of its calls (candor_gate_downstream_calls_total):"
+                " it sees a network or DNS failure between the pods that the retrieval arms' "
+                "panel cannot. CandorGateDownstreamFailing fires above 5% for 10 minutes.",
             ),
             Panel(
                 "Index size (chunks) / empty results",
