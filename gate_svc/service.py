@@ -23,7 +23,7 @@ from candor.gate.v1 import gate_pb2_grpc as pb_grpc
 from candor.generator.v1 import generator_pb2, generator_pb2_grpc
 from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from candor.runtime.auth import Authenticator, forwarded_metadata
-from candor.runtime.deadline import DeadlineExhausted, downstream_timeout
+from candor.runtime.deadline import DeadlineExhausted, caller_bound, downstream_timeout
 from candor.runtime.errors import FieldViolations, abort_info, abort_invalid, error_reason_of
 from candor.runtime.message_size import trim_to_fit
 from candor.runtime.metrics import LATENCY_BUCKETS, ServiceMetrics
@@ -304,10 +304,10 @@ class GateServicer(pb_grpc.GateServiceServicer):
         policy_tenant = tenant if policy is not active else ""
         arms: list[retrieval_pb2.ArmStatus] = []
         degraded = False
-        caller_bound = False
+        bound = False
         try:
             timeout = downstream_timeout(context, self._s.retrieval_timeout_seconds)
-            caller_bound = timeout < self._s.retrieval_timeout_seconds
+            bound = caller_bound(timeout, self._s.retrieval_timeout_seconds)
             reply = await self._retrieval.Retrieve(
                 retrieval_pb2.RetrieveRequest(tenant=tenant, query=query, mode=mode),  # type: ignore[arg-type]
                 timeout=timeout,
@@ -317,7 +317,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
             await abort_info(context, grpc.StatusCode.DEADLINE_EXCEEDED, "DEADLINE", str(exc))
         except grpc.aio.AioRpcError as exc:
             # Seen from the gate: a retrieval it cannot reach has no failing arms of its own.
-            self._downstream_ended("retrieval", exc.code(), caller_bound)
+            self._downstream_ended("retrieval", exc.code(), bound)
             if exc.code() in (
                 grpc.StatusCode.UNAVAILABLE,
                 grpc.StatusCode.INTERNAL,
@@ -325,7 +325,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
             ) or (
                 # Past retrieval's own timeout it is slow, an outage; past the caller's
                 # deadline the caller has left, and a refusal would be counted for nobody.
-                exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED and not caller_bound
+                exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED and not bound
             ):
                 log.warning("retrieval unavailable", extra={"code": exc.code().name})
                 decision = arms_unavailable(
@@ -623,7 +623,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
             return
         try:
             timeout = downstream_timeout(context, self._s.generation_timeout_seconds)
-            caller_bound = timeout < self._s.generation_timeout_seconds
+            bound = caller_bound(timeout, self._s.generation_timeout_seconds)
         except DeadlineExhausted as exc:
             await abort_info(context, grpc.StatusCode.DEADLINE_EXCEEDED, "DEADLINE", str(exc))
         call = self._generator.Generate(
@@ -645,7 +645,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
                     yield pb.AskResponse(final=event.final)
             self._downstream_ended("generator", grpc.StatusCode.OK)
         except grpc.aio.AioRpcError as exc:
-            self._downstream_ended("generator", exc.code(), caller_bound)
+            self._downstream_ended("generator", exc.code(), bound)
             cause = error_reason_of(exc)
             log.warning("generation failed", extra={"code": exc.code().name, "cause": cause})
             code = exc.code()

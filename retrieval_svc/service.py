@@ -20,7 +20,7 @@ from candor.common.v1 import evidence_pb2
 from candor.retrieval.v1 import retrieval_pb2 as pb
 from candor.retrieval.v1 import retrieval_pb2_grpc as pb_grpc
 from candor.runtime.auth import Authenticator
-from candor.runtime.deadline import DeadlineExhausted, downstream_timeout
+from candor.runtime.deadline import DeadlineExhausted, caller_bound, downstream_timeout
 from candor.runtime.errors import FieldViolations, abort_info, abort_invalid
 from candor.runtime.message_size import trim_to_fit
 from candor.runtime.metrics import LATENCY_BUCKETS, ServiceMetrics
@@ -387,8 +387,8 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             arm_timeout = downstream_timeout(context, self._s.arm_timeout_seconds)
         except DeadlineExhausted as exc:
             await abort_info(context, grpc.StatusCode.DEADLINE_EXCEEDED, "DEADLINE", str(exc))
-        caller_bound = arm_timeout < self._s.arm_timeout_seconds
-        result = await self._kb.retrieve(params, arm_timeout, caller_bound)
+        bound = caller_bound(arm_timeout, self._s.arm_timeout_seconds)
+        result = await self._kb.retrieve(params, arm_timeout, bound)
         ran = [a for a in result.arms if a.state != "skipped"]
         for arm in result.arms:
             self._m.arm_outcomes.labels(arm.arm, arm.state).inc()

@@ -29,3 +29,13 @@ def downstream_timeout(context: grpc.aio.ServicerContext, cap_seconds: float) ->
             "too close to call another service"
         )
     return min(cap_seconds, budget)
+
+
+def caller_bound(timeout_seconds: float, cap_seconds: float) -> bool:
+    """Whether a downstream call that ran out of ``timeout_seconds`` ran out of the *caller's*
+    time rather than its own: the caller's deadline left it under half of ``cap_seconds``.
+
+    A call that took more than half its own timeout is slow whoever cut it off, and is counted
+    as the downstream's failure; every caller deadline is a little under the cap (the margin
+    above), so "under the cap" alone would excuse nearly every real timeout."""
+    return timeout_seconds < cap_seconds / 2

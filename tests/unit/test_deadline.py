@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from candor.runtime.deadline import DeadlineExhausted, downstream_timeout
+from candor.runtime.deadline import DeadlineExhausted, caller_bound, downstream_timeout
 
 
 class Remaining:
@@ -39,3 +39,12 @@ def test_a_deadline_too_close_to_call_anything_says_how_close() -> None:
         downstream_timeout(Remaining(0.004), 3.0)  # type: ignore[arg-type]
     with pytest.raises(DeadlineExhausted, match="0 ms away"):
         downstream_timeout(Remaining(-0.2), 3.0)  # type: ignore[arg-type]
+
+
+def test_a_call_that_ran_out_of_most_of_its_own_timeout_was_slow_not_cut_short() -> None:
+    # The CLI's 30 s deadline leaves a 30 s generation cap 29.9 s: a generator hung that long
+    # has failed, though the caller's deadline, strictly, set the timeout.
+    at_gate = downstream_timeout(Remaining(30.0), 30.0)  # type: ignore[arg-type]
+    assert at_gate < 30.0 and not caller_bound(at_gate, 30.0)
+    tight = downstream_timeout(Remaining(0.3), 2.0)  # type: ignore[arg-type]
+    assert caller_bound(tight, 2.0)
