@@ -240,7 +240,11 @@ class GateServicer(pb_grpc.GateServiceServicer):
         reader: EvidenceReader | None,
     ) -> None:
         self._s = settings.gate
-        self._max_message_bytes = settings.gate.server.max_message_bytes
+        # A decision goes to the caller and, as GenerateRequest evidence, to the generator:
+        # it must fit the smaller of what the gate sends and what the generator receives.
+        self._max_message_bytes = min(
+            settings.gate.server.max_message_bytes, settings.generator.server.max_message_bytes
+        )
         self._policies = policies
         try:
             self._reranker = build_reranker(settings.gate.reranker)
@@ -567,7 +571,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
                 evidence=[(e.chunk_id, e.text) for e in out.evidence],
                 titles=[e.title for e in out.evidence],
             )
-            # Up to max_evidence curated answers can outgrow the send limit: keep the best
+            # Up to max_evidence curated answers can outgrow the message limit: keep the best
             # that fit beside the token (which only shrinks when re-signed over fewer chunks).
             room = self._max_message_bytes - len(token) - DECISION_RESERVE_BYTES
             out.evidence_trimmed = trim_to_fit(out, "evidence", room)

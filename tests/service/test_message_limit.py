@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import grpc
+import pytest
 
 from candor.cli.stack import start_stack
 from candor.common.v1 import evidence_pb2
@@ -74,14 +75,18 @@ def test_trim_to_fit_keeps_as_many_leading_items_as_fit() -> None:
     assert reply.ByteSize() > limit - TRAILER_BYTES
 
 
+@pytest.mark.parametrize("service", ["GATE", "GENERATOR"])
 def test_gate_evidence_over_the_send_limit_is_trimmed_before_the_token_is_signed(
-    tmp_path: Path,
+    tmp_path: Path, service: str
 ) -> None:
+    # The gate's own send limit, or the generator's receive limit (the evidence is sent on
+    # to it): a decision that fits one but not the other failed the answer.
     policy = tmp_path / "policy.yaml"
     policy.write_text('version: "wide-1"\npolicy: seed000\nmax_evidence: 20\n')
+    limit = {f"CANDOR_{service}__SERVER__MAX_MESSAGE_BYTES": LIMIT}
     env = stack_env(
         str(tmp_path / "data"),
-        CANDOR_GATE__SERVER__MAX_MESSAGE_BYTES=LIMIT,
+        **limit,
         CANDOR_GATE__POLICY_PATH=str(policy),
         CANDOR_RETRIEVAL__TOP_K=DOCS,
     )
