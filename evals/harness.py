@@ -288,7 +288,8 @@ def run(
     if reader:
         env["CANDOR_GATE__READER__MODEL"] = reader
     settings = load_settings(env=env)
-    policies |= _default_column(settings, read) | config_columns(policy_files)
+    shipped = _default_column(settings, read)
+    policies |= shipped | config_columns(policy_files, taken=shipped)
     scorer = _reader(settings, policies) if read else None
     docs_embedder, query_embedder = open_embedders(settings.retrieval)
     with tempfile.TemporaryDirectory() as tmp:

@@ -419,7 +419,24 @@ def main(argv: list[str] | None = None) -> int:
         from evals.harness import rescore
 
         if label in rows[0]["policies"]:
-            # The same version is the same config: `eval run` decided it already.
+            # The same version should be the same config: `eval run` decided it already. A file
+            # that decides the rows otherwise reuses a version for other content.
+            check = f"{label}#given"
+            rescore(rows, config, check)
+            differs = [
+                r["id"]
+                for r in rows
+                if abs(r["policies"][check]["confidence"] - r["policies"][label]["confidence"])
+                > 1e-9
+            ]
+            for r in rows:
+                del r["policies"][check]
+            if differs:
+                raise SystemExit(
+                    f"{label}: the given file decides {len(differs)} rows otherwise than the "
+                    f"config these rows were run with (first: {differs[0]}); one version must "
+                    "name one config"
+                )
             print(f"candor: {label} is in the rows already; kept", file=sys.stderr)
             continue
         rescore(rows, config, label)

@@ -309,3 +309,35 @@ def test_two_configs_with_one_version_are_refused_not_merged(tmp_path: Path) -> 
     other.write_text('version: "v1"\npolicy: seed001\nseed001: {a: 50}\n')
     with pytest.raises(SystemExit, match="names another config"):
         report.main([str(path), "--policy", str(one), "--policy", str(other)])
+
+
+def test_a_config_in_the_rows_is_kept_only_if_the_file_given_decides_them_alike(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = _synthetic_rows("test")
+    run_with = tmp_path / "run.yaml"
+    run_with.write_text('version: "v1"\npolicy: seed001\n')
+    harness.rescore(rows, parse_policy(run_with.read_text()), "seed001@v1")
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert report.main([str(path), "--policy", str(run_with), "--bootstrap", "0"]) == 0
+    assert "seed001@v1 is in the rows already; kept" in capsys.readouterr().err
+    edited = tmp_path / "edited.yaml"
+    edited.write_text('version: "v1"\npolicy: seed001\nseed001: {a: 50}\n')
+    with pytest.raises(SystemExit, match="decides 40 rows otherwise"):
+        report.main([str(path), "--policy", str(edited), "--bootstrap", "0"])
+
+
+def test_eval_run_refuses_a_file_reusing_the_shipped_default_s_version(tmp_path: Path) -> None:
+    data = tmp_path / "ds"
+    data.mkdir()
+    (data / "corpus.jsonl").write_text(json.dumps({"id": "d", "title": "D", "text": "x y"}) + "\n")
+    question = {"id": "q", "question": "x?", "answerable": True, "gold_ids": ["d"]}
+    (data / "questions.jsonl").write_text(json.dumps(question) + "\n")
+    edited = tmp_path / "edited-default.yaml"
+    text = DEFAULT_POLICY_PATH.read_text()
+    assert "uncertain: 0.458666" in text
+    edited.write_text(text.replace("uncertain: 0.458666", "uncertain: 0.9"))
+    # Refused before anything is indexed: the shipped default's column is not replaced.
+    with pytest.raises(SystemExit, match="names another config"):
+        harness.run(data, tmp_path / "rows.jsonl", [edited], progress=False)
