@@ -428,8 +428,20 @@ def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]
 #: ``candor-gate`` gives ``CANDOR_GATE_SERVICE_HOST``, ``CANDOR_GATE_PORT_50052_TCP_ADDR``, ...
 _SERVICE_LINK = re.compile(
     r"CANDOR_[A-Z0-9_]+_(?:SERVICE_HOST|SERVICE_PORT(?:_[A-Z0-9_]+)?"
-    r"|PORT(?:_\d+_(?:TCP|UDP|SCTP)(?:_PROTO|_PORT|_ADDR)?)?)"
+    r"|PORT_\d+_(?:TCP|UDP|SCTP)(?:_PROTO|_PORT|_ADDR)?)"
 )
+#: ``CANDOR_GATE_PORT`` too, but only as the kubelet writes it (a URL): ``CANDOR_GATE_PORT=6000``
+#: is a misspelt ``CANDOR_GATE__SERVER__PORT`` and must still stop start-up.
+_SERVICE_LINK_PORT = re.compile(r"CANDOR_[A-Z0-9_]+_PORT")
+_SERVICE_URL = re.compile(r"(?:tcp|udp|sctp)://\S+")
+
+
+def _service_link(key: str, value: str) -> bool:
+    if "__" in key:
+        return False
+    if _SERVICE_LINK.fullmatch(key):
+        return True
+    return bool(_SERVICE_LINK_PORT.fullmatch(key) and _SERVICE_URL.fullmatch(value))
 
 
 def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
@@ -439,7 +451,7 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
             continue
         # No setting has these names, and a Service named candor-* gives every pod in its
         # namespace such variables: read as unknown settings, they would stop every start-up.
-        if "__" not in key and _SERVICE_LINK.fullmatch(key):
+        if _service_link(key, value):
             continue
         path = key[len("CANDOR_") :].lower().split("__")
         node = tree

@@ -553,7 +553,10 @@ UNOBSERVED_SPREAD = 1.0
 
 def least_favourable(c: CalibratedConfig, name: str, spread: float = UNOBSERVED_SPREAD) -> float:
     """The value of a signal nobody observed that counts most against passing in ``c``'s
-    model: ``spread`` standard deviations from its fitted mean, within its domain."""
+    model: ``spread`` standard deviations from its fitted mean, within its domain.
+
+    The sign is the main model's, which decides passing (``calibrated.unread`` only sets the
+    confidence reported on a refusal decided without reading)."""
     coef = c.coefficients.get(name, 0.0)
     logged = name in c.log_features
 

@@ -24,8 +24,9 @@ class ReaderView:
     def signal_values(self) -> dict[str, float]:
         """``reader`` (best of the top chunks), ``reader_top1`` and ``reader_fallback``.
 
-        A failed read leaves ``reader`` unset, which a calibrated policy weighs as 0: the gate
-        refuses rather than trust retrieval scores it was fitted to distrust.
+        A failed read leaves ``reader`` unset, which a calibrated policy weighs as 0, the
+        lowest reading there is: the decision mostly refuses, and is never more likely to pass
+        than with a real reading.
         """
         out = {"reader_fallback": 1.0 if self.error else 0.0}
         if self.skipped:

@@ -108,6 +108,8 @@ def test_kubernetes_service_link_variables_are_not_settings() -> None:
     # A misspelt setting still stops start-up: only the kubelet's names are passed over.
     with pytest.raises(SettingsError, match="datadir"):
         load_settings(env={**links, "CANDOR_DATADIR": "x"})
+    with pytest.raises(SettingsError, match="gate_port"):
+        load_settings(env={**links, "CANDOR_GATE_PORT": "6000"})
 
 
 def test_env_beats_yaml(tmp_path: Path) -> None:
