@@ -141,6 +141,17 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                 m.started.labels(*labels).inc()
                 start = time.perf_counter()
                 error: BaseException | None = None
+                # A caller that cancels while this stream waits at a yield ends OpenTelemetry's
+                # span without closing this generator, whose finally then runs too late to mark
+                # the span: the call's own done callback comes first.
+                span = trace.get_current_span()
+                ended: list[bool] = []
+
+                def done(_: object) -> None:
+                    if not ended:
+                        _left_early(span, context)
+
+                context.add_done_callback(done)
                 try:
                     async for item in inner_us(request, context):
                         m.msg_sent.labels(*labels).inc()
@@ -150,6 +161,7 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                     await _abort_unexpected(context, details.method, exc)
                     raise
                 finally:
+                    ended.append(True)
                     m.handling.labels(*labels).observe(time.perf_counter() - start)
                     _finished(m, labels, code_of(context, error))
 
@@ -177,6 +189,16 @@ async def _abort_unexpected(
     )
     trace.get_current_span().record_exception(error)
     await context.abort(grpc.StatusCode.UNKNOWN, f"Unexpected {type(error)}: {error}")
+
+
+def _left_early(span: trace.Span, context: grpc.aio.ServicerContext) -> None:
+    """The call is over and its stream never finished: the caller went away (a cancel, a
+    passed deadline, or a write that found it gone)."""
+    remaining = context.time_remaining()
+    spent = remaining is not None and remaining <= 0
+    record_call_status(
+        grpc.StatusCode.DEADLINE_EXCEEDED if spent else grpc.StatusCode.CANCELLED, span
+    )
 
 
 def _finished(m: ServiceMetrics, labels: tuple[str, str, str], code: grpc.StatusCode) -> None:

@@ -98,14 +98,16 @@ def current_trace_id() -> str:
     return format(ctx.trace_id, "032x") if ctx.is_valid else ""
 
 
-def record_call_status(code: grpc.StatusCode) -> None:
-    """Put how the call ended on the current server span: its gRPC code, and ERROR for a
-    server-side failure.
+def record_call_status(code: grpc.StatusCode, span: trace.Span | None = None) -> None:
+    """Put how the call ended on its server span (the current one unless given): its gRPC
+    code, and ERROR for a server-side failure. A span already ended is left as it is.
 
     OpenTelemetry's aio server wrapper sees only ``abort`` and ``set_code``: a call ended by
     ``abort_with_status``, an unexpected exception or a passed deadline kept code 0 and no error.
     """
-    span = trace.get_current_span()
+    span = span or trace.get_current_span()
+    if not span.is_recording():
+        return
     span.set_attribute(RPC_GRPC_STATUS_CODE, code.value[0])
     if code in SERVER_ERROR_CODES:
         span.set_status(Status(StatusCode.ERROR, code.name))
