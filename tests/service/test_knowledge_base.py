@@ -106,14 +106,19 @@ def test_a_failing_arm_degrades_instead_of_failing(kb: KnowledgeBase) -> None:
     assert not result.candidates[0].in_both
 
 
-def test_a_slow_arm_times_out_within_its_budget(kb: KnowledgeBase) -> None:
+def _slow_dense(kb: KnowledgeBase, seconds: float = 1.0) -> None:
+    """The dense store answers, but only after ``seconds``."""
     real = kb._dense.search
 
     def slow(*args: object) -> list[Hit]:
-        time.sleep(1.0)
+        time.sleep(seconds)
         return real(*args)  # type: ignore[arg-type]
 
     kb._dense.search = slow  # type: ignore[method-assign]
+
+
+def test_a_slow_arm_times_out_within_its_budget(kb: KnowledgeBase) -> None:
+    _slow_dense(kb)
     start = time.perf_counter()
     result = asyncio.run(kb.retrieve(RetrieveParams(tenant="t1", query="sourdough"), 0.2))
     assert time.perf_counter() - start < 0.8
@@ -122,13 +127,7 @@ def test_a_slow_arm_times_out_within_its_budget(kb: KnowledgeBase) -> None:
 
 
 def test_an_arm_cut_short_by_the_callers_deadline_is_not_a_slow_store(kb: KnowledgeBase) -> None:
-    real = kb._dense.search
-
-    def slow(*args: object) -> list[Hit]:
-        time.sleep(1.0)
-        return real(*args)  # type: ignore[arg-type]
-
-    kb._dense.search = slow  # type: ignore[method-assign]
+    _slow_dense(kb)
     params = RetrieveParams(tenant="t1", query="sourdough")
     result = asyncio.run(kb.retrieve(params, 0.2, caller_bound=True))
     dense = next(a for a in result.arms if a.arm == "dense")
