@@ -19,6 +19,8 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from candor.files import write_atomically
+
 ALGORITHM = "EdDSA"
 
 
@@ -290,31 +292,47 @@ class TokenVerifier:
         )
 
 
+class SigningKeyError(ValueError):
+    """The signing key file exists but cannot be used; start-up should stop with this message."""
+
+
 def load_or_create_signing_key(path: Path) -> Ed25519PrivateKey:
-    """Load a PEM private key, creating it (mode 0600) if absent; see write_public_key."""
-    if path.exists():
-        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
-        if not isinstance(key, Ed25519PrivateKey):
-            raise ValueError(f"{path} is not an Ed25519 private key")
-        return key
-    path.parent.mkdir(parents=True, exist_ok=True)
-    key = Ed25519PrivateKey.generate()
-    pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-    path.touch(mode=0o600)
-    path.write_bytes(pem)
-    return key
+    """Load a PEM private key, creating it (mode 0600) if absent; see write_public_key.
+
+    An existing file is never replaced, even an empty or corrupt one: tokens signed with the
+    key it held would stop verifying, so that takes an operator's decision.
+    """
+    if not path.exists():
+        key = Ed25519PrivateKey.generate()
+        pem = key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+        try:
+            write_atomically(path, pem, 0o600, replace=False)
+            return key
+        except FileExistsError:
+            pass  # another process created it first: use theirs
+    try:
+        loaded = serialization.load_pem_private_key(path.read_bytes(), password=None)
+    except (OSError, ValueError, TypeError) as exc:
+        raise SigningKeyError(
+            f"cannot load the signing key {path}: {exc}. Restore it from a backup; or, accepting "
+            "that tokens it signed stop verifying, move it away so a new key is created (or set "
+            "gate.signing_key_path to another key) and give the generators its public key"
+        ) from exc
+    if not isinstance(loaded, Ed25519PrivateKey):
+        raise SigningKeyError(f"{path} is not an Ed25519 private key")
+    return loaded
 
 
 def write_public_key(key: Ed25519PrivateKey, directory: Path, kid: str) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
     out = directory / f"{kid}.pub.pem"
-    out.write_bytes(
-        key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
+    pem = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
+    write_atomically(out, pem)
     return out
 
 

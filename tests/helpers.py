@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
+import sys
+import textwrap
 import threading
 import urllib.request
 from collections.abc import Awaitable, Callable, Mapping
@@ -31,6 +34,24 @@ def free_ports(n: int) -> list[int]:
     finally:
         for s in socks:
             s.close()
+
+
+def run_with_file_size_limit(code: str, limit_bytes: int) -> subprocess.CompletedProcess[str]:
+    """Run Python ``code`` in a child process whose writes past ``limit_bytes`` in any one file
+    fail (EFBIG), as they would on a full disk, without needing a small filesystem or root."""
+    prelude = (
+        "import resource, signal\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "_, hard = resource.getrlimit(resource.RLIMIT_FSIZE)\n"
+        f"resource.setrlimit(resource.RLIMIT_FSIZE, ({limit_bytes}, hard))\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", prelude + textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 class LoopThread:

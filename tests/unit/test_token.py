@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import errno
 import json
 import stat
 import time
@@ -15,6 +16,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from candor.token import (
     InMemoryReplayStore,
+    SigningKeyError,
     TokenError,
     TokenSigner,
     TokenVerifier,
@@ -24,6 +26,7 @@ from candor.token import (
     text_sha256,
     write_public_key,
 )
+from tests.helpers import run_with_file_size_limit
 
 ISS, AUD, KID, TTL, SKEW = "candor-gate", "candor-generator", "k1", 60, 5
 QUERY = "How long do refunds take?"
@@ -374,3 +377,33 @@ def test_key_ring_rotation_without_restart(tmp_path: Path) -> None:
         verifier.verify(token(old_signer), "q", [("c", "x")])
     assert err.value.reason == "TOKEN_UNKNOWN_KEY"
     assert verifier.verify(token(new_signer), "q", [("c", "x")]).tenant == "t"
+
+
+def test_a_signing_key_write_that_fails_leaves_no_key_file(tmp_path: Path) -> None:
+    path = tmp_path / "keys" / "signing.pem"
+    # Writes fail past 16 bytes, as on a full disk: a PEM key is ~119.
+    child = run_with_file_size_limit(
+        f"""
+        from pathlib import Path
+        from candor.token import load_or_create_signing_key
+        try:
+            load_or_create_signing_key(Path({str(path)!r}))
+        except OSError as exc:
+            print(exc.errno)
+        """,
+        16,
+    )
+    assert child.stdout.strip() == str(errno.EFBIG), child.stderr
+    # Not a 0-byte key that would stop every later start: the next one creates the key.
+    assert not path.exists()
+    assert list(path.parent.iterdir()) == []
+    load_or_create_signing_key(path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_an_unloadable_signing_key_is_named_and_never_replaced(tmp_path: Path) -> None:
+    path = tmp_path / "signing.pem"
+    path.write_bytes(b"")
+    with pytest.raises(SigningKeyError, match=rf"cannot load the signing key {path}: .*backup"):
+        load_or_create_signing_key(path)
+    assert path.read_bytes() == b""
