@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from candor.files import write_atomically
 from retrieval_svc import fusion
 from retrieval_svc.embed.base import Embedder
 from retrieval_svc.embed.batcher import QueryBatcher
@@ -84,10 +85,30 @@ class RetrieveParams:
     """``query``'s embedding when the caller already has it (the rewrite check embeds it)."""
 
 
+class CollectionRecordUnreadable(RuntimeError):
+    """``collection.json`` exists but does not say which embedder built the collection."""
+
+
+COLLECTION_FILE = "collection.json"
+
+
 def _recorded_collection(data_dir: Path) -> dict[str, object] | None:
     """What ``check_collection`` recorded for ``data_dir`` (embedder, dim), if anything."""
-    marker = data_dir / "collection.json"
-    return dict(json.loads(marker.read_text())) if marker.exists() else None
+    marker = data_dir / COLLECTION_FILE
+    if not marker.exists():
+        return None
+    try:
+        have = json.loads(marker.read_bytes())
+        if not isinstance(have, dict):
+            raise ValueError(f"not a JSON object: {have!r}")
+    except (OSError, ValueError) as exc:
+        raise CollectionRecordUnreadable(
+            f"{marker} is unreadable ({type(exc).__name__}: {exc}); it records which embedder "
+            'built the stores, as {"embedder": "<name>", "dim": <size>}: restore it, or delete '
+            "it if retrieval.embedder is the embedder that built them (the next start records "
+            "it again; a store of another vector size is refused)"
+        ) from exc
+    return have
 
 
 def check_collection(data_dir: Path, embedder: Embedder) -> None:
@@ -101,8 +122,8 @@ def check_collection(data_dir: Path, embedder: Embedder) -> None:
                 "re-index into a new data_dir or configure the original embedder"
             )
         return
-    data_dir.mkdir(parents=True, exist_ok=True)
-    (data_dir / "collection.json").write_text(json.dumps(want))
+    # A half-written record would stop every later start: the old file or the new one.
+    write_atomically(data_dir / COLLECTION_FILE, json.dumps(want).encode())
 
 
 def collection_dim(data_dir: Path) -> int | None:

@@ -14,6 +14,7 @@ import pytest
 from retrieval_svc.embed.minilm import MiniLMEmbedder
 from retrieval_svc.ingest import SourceDocument
 from retrieval_svc.knowledge_base import (
+    CollectionRecordUnreadable,
     EmbedderMismatch,
     KnowledgeBase,
     RetrieveParams,
@@ -23,6 +24,7 @@ from retrieval_svc.service import no_arm_answered
 from retrieval_svc.stores.base import Hit
 from retrieval_svc.stores.edge import EdgeDenseStore
 from retrieval_svc.stores.tantivy_store import TantivyKeywordStore
+from tests.helpers import run_with_file_size_limit
 
 DOCS = {
     "tides": (
@@ -221,6 +223,34 @@ def test_collection_built_by_another_embedder_is_refused(
 
     with pytest.raises(EmbedderMismatch, match="other-model"):
         check_collection(tmp_path, Other())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("content", [b"", b'{"embedder": "all-MiniLM', b"[384]"])
+def test_an_unreadable_collection_record_is_named_with_the_way_out(
+    tmp_path: Path, embedder: MiniLMEmbedder, content: bytes
+) -> None:
+    (tmp_path / "collection.json").write_bytes(content)
+    with pytest.raises(CollectionRecordUnreadable, match=rf"{tmp_path}/collection.json .*restore"):
+        check_collection(tmp_path, embedder)
+    assert (tmp_path / "collection.json").read_bytes() == content
+
+
+def test_a_collection_record_cut_short_by_a_full_disk_leaves_none(tmp_path: Path) -> None:
+    child = run_with_file_size_limit(
+        f"""
+        from pathlib import Path
+        from retrieval_svc.knowledge_base import check_collection
+        class Embedder:
+            name, dim = "all-MiniLM-L6-v2/384", 384
+        try:
+            check_collection(Path({str(tmp_path)!r}), Embedder())
+        except OSError as exc:
+            print(exc.strerror)
+        """,
+        8,
+    )
+    assert child.stdout.strip() == "File too large", child.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_rerun_after_a_mid_write_failure_leaves_exactly_one_copy(kb: KnowledgeBase) -> None:
