@@ -93,7 +93,7 @@ COLLECTION_FILE = "collection.json"
 
 
 def _recorded_collection(data_dir: Path) -> dict[str, object] | None:
-    """What ``check_collection`` recorded for ``data_dir`` (embedder, dim), if anything."""
+    """What ``record_collection`` recorded for ``data_dir`` (embedder, dim), if anything."""
     marker = data_dir / COLLECTION_FILE
     if not marker.exists():
         return None
@@ -112,18 +112,25 @@ def _recorded_collection(data_dir: Path) -> dict[str, object] | None:
 
 
 def check_collection(data_dir: Path, embedder: Embedder) -> None:
-    """Record the embedder on first use; refuse a collection built by a different one."""
+    """Refuse a collection built by a different embedder than ``embedder``."""
     want = {"embedder": embedder.name, "dim": embedder.dim}
     have = _recorded_collection(data_dir)
-    if have is not None:
-        if have != want:
-            raise EmbedderMismatch(
-                f"{data_dir} was built by {have}, but the configured embedder is {want}; "
-                "re-index into a new data_dir or configure the original embedder"
-            )
-        return
-    # A half-written record would stop every later start: the old file or the new one.
-    write_atomically(data_dir / COLLECTION_FILE, json.dumps(want).encode())
+    if have is not None and have != want:
+        raise EmbedderMismatch(
+            f"{data_dir} was built by {have}, but the configured embedder is {want}; "
+            "re-index into a new data_dir or configure the original embedder"
+        )
+
+
+def record_collection(data_dir: Path, embedder: Embedder) -> None:
+    """Record ``embedder`` as the collection's, unless one is recorded already. Call it once
+    the stores have opened at its size: a record they refused would be a false one."""
+    if _recorded_collection(data_dir) is None:
+        # A half-written record would stop every later start: the old file or the new one.
+        write_atomically(
+            data_dir / COLLECTION_FILE,
+            json.dumps({"embedder": embedder.name, "dim": embedder.dim}).encode(),
+        )
 
 
 def collection_dim(data_dir: Path) -> int | None:

@@ -53,6 +53,7 @@ from retrieval_svc.knowledge_base import (
     KnowledgeBase,
     RetrieveParams,
     check_collection,
+    record_collection,
 )
 from retrieval_svc.rewrite import (
     FALLBACK_ERROR,
@@ -578,6 +579,12 @@ def _open_knowledge_base(settings: Settings, data_dir: Path) -> KnowledgeBase:
     embedder, query_embedder = open_embedders(settings.retrieval)
     check_collection(data_dir, embedder)
     dense = open_dense(settings.retrieval, embedder.dim)
+    try:
+        keyword = open_keyword(settings.retrieval)
+    except BaseException:
+        dense.close()
+        raise
+    record_collection(data_dir, embedder)
     if isinstance(dense, EdgeDenseStore):
         started = time.perf_counter()
         if dense.build_index_if_needed(settings.retrieval.edge_index_threshold):
@@ -588,7 +595,7 @@ def _open_knowledge_base(settings: Settings, data_dir: Path) -> KnowledgeBase:
     return KnowledgeBase(
         embedder,
         dense,
-        open_keyword(settings.retrieval),
+        keyword,
         settings.retrieval.chunk_tokens,
         settings.retrieval.chunk_overlap_tokens,
         settings.retrieval.embed_batch_size,

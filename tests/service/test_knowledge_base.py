@@ -19,6 +19,7 @@ from retrieval_svc.knowledge_base import (
     KnowledgeBase,
     RetrieveParams,
     check_collection,
+    record_collection,
 )
 from retrieval_svc.service import no_arm_answered
 from retrieval_svc.stores.base import Hit
@@ -215,7 +216,7 @@ def test_delete_removes_from_both_stores(kb: KnowledgeBase) -> None:
 def test_collection_built_by_another_embedder_is_refused(
     tmp_path: Path, embedder: MiniLMEmbedder
 ) -> None:
-    check_collection(tmp_path, embedder)
+    record_collection(tmp_path, embedder)
     check_collection(tmp_path, embedder)  # same embedder: fine
 
     class Other:
@@ -239,11 +240,11 @@ def test_a_collection_record_cut_short_by_a_full_disk_leaves_none(tmp_path: Path
     child = run_with_file_size_limit(
         f"""
         from pathlib import Path
-        from retrieval_svc.knowledge_base import check_collection
+        from retrieval_svc.knowledge_base import record_collection
         class Embedder:
             name, dim = "all-MiniLM-L6-v2/384", 384
         try:
-            check_collection(Path({str(tmp_path)!r}), Embedder())
+            record_collection(Path({str(tmp_path)!r}), Embedder())
         except OSError as exc:
             print(exc.strerror)
         """,
