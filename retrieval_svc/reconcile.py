@@ -22,7 +22,8 @@ class Drift:
     tenant: str
     document_id: str
     kind: str
-    """unpublished, stale_dense, orphan_staged, chunk_mismatch, missing_dense, missing_keyword."""
+    """unpublished, stale_dense, orphan_staged, chunk_mismatch, missing_dense, missing_keyword,
+    or unreadable (dense points whose payload is lost: no document to name)."""
     detail: str
     keyword_generation: str = ""
 
@@ -36,8 +37,21 @@ def _group(chunks: Iterable[StoredChunk]) -> dict[tuple[str, str], list[StoredCh
 
 def find_drift(dense: Sequence[StoredChunk], keyword: Sequence[StoredChunk]) -> list[Drift]:
     """Compare two inventories document by document."""
-    d_docs, k_docs = _group(dense), _group(keyword)
+    lost = [c.document_id for c in dense if not c.readable]
+    d_docs, k_docs = _group(c for c in dense if c.readable), _group(keyword)
     drifts: list[Drift] = []
+    if lost:
+        shown = ", ".join(lost[:5]) + (", ..." if len(lost) > 5 else "")
+        drifts.append(
+            Drift(
+                "?",
+                "?",
+                "unreadable",
+                f"{len(lost)} dense point(s) without a readable payload ({shown}), from a "
+                "damaged segment: never served; reindex restores the documents they held "
+                "(missing or mismatched above), a new data_dir drops them",
+            )
+        )
     for key in sorted(set(d_docs) | set(k_docs)):
         tenant, doc = key
         d, k = d_docs.get(key, []), k_docs.get(key, [])

@@ -56,6 +56,9 @@ class StoredChunk:
     chunk_id: str
     generation: str
     published: bool
+    readable: bool = True
+    """False for a point whose payload cannot be read (a damaged segment): it belongs to no
+    known document, and ``document_id`` holds the point's id instead."""
 
 
 class DenseStore(Protocol):

@@ -188,6 +188,11 @@ class EdgeDenseStore:
                 )
                 for r in records:
                     p = r.payload or {}
+                    if any(k not in p for k in ("tenant", "document_id", "chunk_id")):
+                        # A damaged segment can keep a point's vector but lose its payload:
+                        # verify reports it rather than stopping at it.
+                        out.append(StoredChunk("", str(r.id), "", "", False, readable=False))
+                        continue
                     out.append(
                         StoredChunk(
                             str(p["tenant"]),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from types import SimpleNamespace
 from unittest import mock
 
 import numpy as np
@@ -13,7 +14,7 @@ from qdrant_client.conversions.conversion import RestToGrpc
 
 from candor.settings import QdrantSettings
 from retrieval_svc.stores.base import DenseStore, Hit, StoredChunk
-from retrieval_svc.stores.edge import point_id
+from retrieval_svc.stores.edge import EdgeDenseStore, point_id
 from retrieval_svc.stores.qdrant_store import CollectionMismatch, QdrantDenseStore
 from tests.stores.conftest import (
     DIM,
@@ -459,3 +460,29 @@ def test_qdrant_from_settings_closes_the_client_when_the_collection_is_wrong() -
     ):
         QdrantDenseStore.from_settings(QdrantSettings(), dim=DIM)
     client_cls.return_value.close.assert_called_once_with()
+
+
+def test_edge_inventory_reports_a_point_whose_payload_is_lost(tmp_path: Path) -> None:
+    store = EdgeDenseStore(tmp_path, DIM)
+    store.upsert([chunk("a", "d1", 0)], vecs(X))
+    shard = store._shard
+
+    class Damaged:
+        """A segment that kept a point's vector but lost its payload (the shard still opens)."""
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(shard, name)
+
+        def scroll(self, request: object) -> tuple[list[object], object]:
+            records, offset = shard.scroll(request)
+            return [*records, SimpleNamespace(id="lost-1", payload=None)], offset
+
+    store._shard = Damaged()  # type: ignore[assignment]
+    try:
+        assert sorted(store.inventory(), key=lambda s: s.readable) == [
+            StoredChunk("", "lost-1", "", "", False, readable=False),
+            StoredChunk("a", "d1", "d1#p0c0", "g1", False),
+        ]
+    finally:
+        store._shard = shard
+        store.close()

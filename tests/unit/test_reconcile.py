@@ -51,3 +51,11 @@ def test_tenants_are_compared_separately() -> None:
         ("a", "missing_keyword"),
         ("a", "missing_dense"),
     ]
+
+
+def test_dense_points_without_a_payload_are_reported_not_matched() -> None:
+    lost = [StoredChunk("", f"point-{i}", "", "", False, readable=False) for i in range(7)]
+    [drift] = find_drift([*lost, c("a", "a#0", "g1")], [c("a", "a#0", "g1")])
+    assert drift.kind == "unreadable"
+    assert drift.detail.startswith("7 dense point(s) without a readable payload (point-0, ")
+    assert "point-5" not in drift.detail
