@@ -181,6 +181,10 @@ class RetrievalSettings:
     chunk_overlap_tokens: int = 20
     edge_index_threshold: int = 10_000
     """Embedded dense arm: build HNSW at start-up once this many vectors are unindexed."""
+    min_free_disk_mb: int = 256
+    """Embedded stores: refuse writes (and start-up) unless their filesystem keeps this much
+    free beyond the write; Qdrant Edge preallocates ~150 MiB of sparse files and dies by SIGBUS
+    when it fills one on a full disk. 0 turns the check off."""
     embed_threads: int = 1
     embed_batch_size: int = 32
     rewrite: RewriteSettings = RewriteSettings()
@@ -504,6 +508,7 @@ def _validate(s: Settings) -> None:
         (r.top_k >= 1, "retrieval.top_k must be >= 1"),
         (r.rrf_k >= 1, "retrieval.rrf_k must be >= 1"),
         (r.arm_timeout_seconds > 0, "retrieval.arm_timeout_seconds must be > 0"),
+        (r.min_free_disk_mb >= 0, "retrieval.min_free_disk_mb must be >= 0"),
         (
             0 <= r.chunk_overlap_tokens < r.chunk_tokens,
             "retrieval.chunk_overlap_tokens must be < chunk_tokens",

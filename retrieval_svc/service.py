@@ -65,7 +65,7 @@ from retrieval_svc.rewrite import (
     build_rewriter,
     rewrite_query,
 )
-from retrieval_svc.stores.data_dir import lock_embedded
+from retrieval_svc.stores.data_dir import check_start_space, lock_embedded
 from retrieval_svc.stores.edge import EdgeDenseStore
 from retrieval_svc.stores.factory import open_dense, open_keyword
 
@@ -608,6 +608,7 @@ def build_retrieval(settings: Settings) -> ServiceSpec:
     data_dir = Path(settings.retrieval.data_dir)
     lock = lock_embedded(settings.retrieval)
     try:
+        check_start_space(settings.retrieval)
         kb = _open_knowledge_base(settings, data_dir)
     except BaseException:
         if lock is not None:

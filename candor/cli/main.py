@@ -120,7 +120,7 @@ async def _serve(args: argparse.Namespace) -> int:
     from candor.cli.stack import start_stack
     from candor.runtime.server import serve_until_signal
     from candor.token import SigningKeyError
-    from retrieval_svc.stores.data_dir import DataDirInUse
+    from retrieval_svc.stores.data_dir import DataDirInUse, LowDiskSpace
 
     # Everything serve writes to stderr is a JSON log line: `kubectl logs | jq` reads it all.
     try:
@@ -133,7 +133,7 @@ async def _serve(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     try:
         services = await start_stack(settings, args.service)
-    except (SettingsError, DataDirInUse, SigningKeyError) as exc:
+    except (SettingsError, DataDirInUse, LowDiskSpace, SigningKeyError) as exc:
         log.error("cannot start", extra={"error": str(exc)})
         return 2
     if args.demo:

@@ -1,9 +1,10 @@
-"""One process at a time on the embedded stores' data directory."""
+"""The embedded stores' data directory: one process at a time, and never written when full."""
 
 from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 from pathlib import Path
 
 from candor.settings import RetrievalSettings
@@ -11,8 +12,45 @@ from candor.settings import RetrievalSettings
 LOCK_NAME = ".candor.lock"
 
 
+MIB = 1 << 20
+DENSE_DIR, KEYWORD_DIR = "dense", "keyword"
+"""Where Qdrant Edge and tantivy live under ``retrieval.data_dir``."""
+
+
 class DataDirInUse(RuntimeError):
     """Another process holds the embedded stores' data directory."""
+
+
+class LowDiskSpace(RuntimeError):
+    """Too little free disk for an embedded store to write without risking a crash.
+
+    Qdrant Edge writes through mmap into preallocated sparse files (a 2 x 32 MiB WAL, 32 MiB
+    vector and payload pages, 4 MiB index maps: ~150 MiB of holes in a fresh shard); touching
+    a hole on a full filesystem kills the process with SIGBUS instead of raising ENOSPC.
+    """
+
+
+def free_bytes(path: Path) -> int:
+    """Bytes an unprivileged writer may still use on ``path``'s filesystem."""
+    return shutil.disk_usage(path).free
+
+
+def check_free_space(path: Path, floor_bytes: int, write_bytes: int = 0) -> None:
+    """Raise LowDiskSpace unless ``path``'s filesystem keeps ``floor_bytes`` free after a write
+    of about ``write_bytes``; a floor of 0 turns the check off."""
+    if floor_bytes <= 0:
+        return
+    where = path
+    while not where.exists() and where != where.parent:
+        where = where.parent  # a store directory not created yet lives on its parent's disk
+    free, need = free_bytes(where), floor_bytes + write_bytes
+    if free < need:
+        raise LowDiskSpace(
+            f"not enough free disk for the embedded stores in {path}: {free} bytes free, "
+            f"{need} needed (retrieval.min_free_disk_mb {floor_bytes // MIB} MiB"
+            + (f" plus ~{write_bytes} for this write)" if write_bytes else ")")
+            + "; free space on that filesystem (or move retrieval.data_dir) and retry"
+        )
 
 
 class DataDirLock:
@@ -49,8 +87,27 @@ class DataDirLock:
             self._file.close()
 
 
+def embedded_dirs(settings: RetrievalSettings) -> list[Path]:
+    """The directories the embedded stores write (each may be its own filesystem)."""
+    data = Path(settings.data_dir)
+    return [
+        data / name
+        for name, embedded in (
+            (DENSE_DIR, settings.dense_backend == "edge"),
+            (KEYWORD_DIR, settings.keyword_backend == "tantivy"),
+        )
+        if embedded
+    ]
+
+
+def check_start_space(settings: RetrievalSettings) -> None:
+    """Refuse to open the embedded stores on a disk too full to open them safely."""
+    for path in embedded_dirs(settings):
+        check_free_space(path, settings.min_free_disk_mb * MIB)
+
+
 def lock_embedded(settings: RetrievalSettings) -> DataDirLock | None:
     """The data directory's lock when an embedded store lives there, else None."""
-    if settings.dense_backend == "edge" or settings.keyword_backend == "tantivy":
+    if embedded_dirs(settings):
         return DataDirLock(Path(settings.data_dir))
     return None

@@ -29,6 +29,7 @@ from qdrant_edge import (
 )
 
 from retrieval_svc.stores.base import Chunk, Hit, StoredChunk
+from retrieval_svc.stores.data_dir import check_free_space
 
 # Keyword values, not booleans: Edge 0.9 does not match MatchValue(True) on bool payloads.
 PUBLISHED, STAGED = "published", "staged"
@@ -48,8 +49,11 @@ def _eq(key: str, value: str) -> Any:
 
 
 class EdgeDenseStore:
-    def __init__(self, path: Path, dim: int) -> None:
+    def __init__(self, path: Path, dim: int, min_free_bytes: int = 0) -> None:
+        """Open (or create) the shard at ``path``. Every write first checks that the disk
+        keeps ``min_free_bytes`` free (see ``LowDiskSpace``); 0 does not check."""
         path.mkdir(parents=True, exist_ok=True)
+        self._path, self._dim, self._min_free = path, dim, min_free_bytes
         config = EdgeConfig(vectors=EdgeVectorParams(size=dim, distance=Distance.Cosine))
         has_data = any(path.iterdir())
         self._shard = (
@@ -82,6 +86,9 @@ class EdgeDenseStore:
         # Re-writing an unchanged, already published document must not hide it again: the
         # condition only lets staged points be overwritten (new ids are always inserted).
         not_published = Filter(must_not=[_eq("visibility", PUBLISHED)])
+        # Each point lands twice (WAL, then vector and payload storage).
+        size = sum(4 * self._dim + 512 + len(c.text.encode()) + len(c.title) for c in chunks)
+        check_free_space(self._path, self._min_free, 2 * size)
         with self._lock:
             self._wrote()
             self._shard.update(UpdateOperation.upsert_points(points, condition=not_published))
@@ -90,6 +97,7 @@ class EdgeDenseStore:
         self.publish_many([(tenant, document_id, generation)])
 
     def publish_many(self, documents: Sequence[tuple[str, str, str]]) -> None:
+        check_free_space(self._path, self._min_free)
         with self._lock:
             self._wrote()
             for tenant, document_id, generation in documents:
@@ -109,6 +117,7 @@ class EdgeDenseStore:
 
     def delete(self, tenant: str, document_id: str) -> int:
         flt = Filter(must=[_eq("tenant", tenant), _eq("document_id", document_id)])
+        check_free_space(self._path, self._min_free)
         with self._lock:
             self._wrote()
             n = int(self._shard.count(CountRequest(filter=flt, exact=True)))

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from candor.settings import RetrievalSettings
 from retrieval_svc.stores.base import DenseStore, KeywordStore, StoreMissing
+from retrieval_svc.stores.data_dir import DENSE_DIR, KEYWORD_DIR, MIB
 
 
 def _existing(path: Path, marker: str | None = None) -> Path:
@@ -23,8 +24,9 @@ def open_dense(settings: RetrievalSettings, dim: int, *, create: bool = True) ->
         return QdrantDenseStore.from_settings(settings.qdrant, dim, create=create)
     from retrieval_svc.stores.edge import EdgeDenseStore
 
-    path = Path(settings.data_dir) / "dense"
-    return EdgeDenseStore(path if create else _existing(path), dim)
+    path = Path(settings.data_dir) / DENSE_DIR
+    floor = settings.min_free_disk_mb * MIB
+    return EdgeDenseStore(path if create else _existing(path), dim, floor)
 
 
 def open_keyword(settings: RetrievalSettings, *, create: bool = True) -> KeywordStore:
@@ -35,5 +37,6 @@ def open_keyword(settings: RetrievalSettings, *, create: bool = True) -> Keyword
         return OpenSearchKeywordStore(settings.opensearch, create=create)
     from retrieval_svc.stores.tantivy_store import TantivyKeywordStore
 
-    path = Path(settings.data_dir) / "keyword"
-    return TantivyKeywordStore(path if create else _existing(path, "meta.json"))
+    path = Path(settings.data_dir) / KEYWORD_DIR
+    floor = settings.min_free_disk_mb * MIB
+    return TantivyKeywordStore(path if create else _existing(path, "meta.json"), floor)

@@ -10,6 +10,7 @@ from pathlib import Path
 import tantivy
 
 from retrieval_svc.stores.base import Chunk, Hit, StoredChunk
+from retrieval_svc.stores.data_dir import check_free_space
 
 _QUERY_SYNTAX = re.compile(r"[^\w\s]", re.UNICODE)
 # Query-parser keywords would change the query's meaning if a user typed them.
@@ -73,8 +74,11 @@ def _doc_key(tenant: str, document_id: str) -> str:
 
 
 class TantivyKeywordStore:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, min_free_bytes: int = 0) -> None:
+        """Open (or create) the index at ``path``; writes first check that the disk keeps
+        ``min_free_bytes`` free (0 does not check)."""
         path.mkdir(parents=True, exist_ok=True)
+        self._path, self._min_free = path, min_free_bytes
         self._schema = _schema()
         self._index = tantivy.Index(self._schema, path=str(path), reuse=True)
         self._writer = self._index.writer(heap_size=50_000_000, num_threads=1)
@@ -84,6 +88,7 @@ class TantivyKeywordStore:
         self.replace_many([(tenant, document_id, chunks)])
 
     def replace_many(self, documents: Sequence[tuple[str, str, Sequence[Chunk]]]) -> None:
+        check_free_space(self._path, self._min_free)
         with self._lock:
             try:
                 for tenant, document_id, chunks in documents:
@@ -99,6 +104,7 @@ class TantivyKeywordStore:
 
     def delete(self, tenant: str, document_id: str) -> int:
         key = _doc_key(tenant, document_id)
+        check_free_space(self._path, self._min_free)
         self._index.reload()
         searcher = self._index.searcher()
         # doc_freq would count deleted documents still held by segments; a search does not.

@@ -22,7 +22,9 @@ from retrieval_svc.knowledge_base import (
     record_collection,
 )
 from retrieval_svc.service import no_arm_answered
+from retrieval_svc.stores import data_dir
 from retrieval_svc.stores.base import Hit
+from retrieval_svc.stores.data_dir import MIB
 from retrieval_svc.stores.edge import EdgeDenseStore
 from retrieval_svc.stores.tantivy_store import TantivyKeywordStore
 from tests.helpers import run_with_file_size_limit
@@ -202,6 +204,28 @@ def test_with_a_store_down_a_batch_fails_at_once_not_document_by_document(
     assert {r.outcome for r in results} == {"failed"}
     assert all("the keyword store is unreachable" in r.error for r in results)
     assert calls == 4  # the batch and its three retries; no document alone
+
+
+def test_a_disk_too_full_for_a_write_fails_it_naming_the_directory(
+    tmp_path: Path, embedder: MiniLMEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kb = KnowledgeBase(
+        embedder,
+        EdgeDenseStore(tmp_path / "dense", embedder.dim, min_free_bytes=256 * MIB),
+        TantivyKeywordStore(tmp_path / "keyword", min_free_bytes=256 * MIB),
+    )
+    try:
+        monkeypatch.setattr(data_dir, "free_bytes", lambda path: 100 * MIB)
+        docs = [SourceDocument("t1", f"d{i}", "T", f"Text number {i}.", 1) for i in range(3)]
+        results = kb.upsert(docs)
+        assert {r.outcome for r in results} == {"failed"}
+        for r in results:
+            assert f"embedded stores in {tmp_path / 'dense'}: {100 * MIB} bytes free" in r.error
+        [deleted] = kb.delete("t1", ["d0"])
+        assert deleted.outcome == "failed" and "bytes free" in deleted.error
+        assert kb.sizes() == {"dense": 0, "keyword": 0}
+    finally:
+        kb.close()
 
 
 def test_delete_removes_from_both_stores(kb: KnowledgeBase) -> None:
