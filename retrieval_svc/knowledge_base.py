@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +24,7 @@ from retrieval_svc.fusion import RRF_K
 from retrieval_svc.hypothetical import with_questions
 from retrieval_svc.ingest import SourceDocument, child_id, chunk_document, embedding_text
 from retrieval_svc.stores.base import Chunk, DenseStore, Hit, KeywordStore
+from retrieval_svc.stores.data_dir import LowDiskSpace
 
 log = logging.getLogger("candor.retrieval")
 
@@ -140,6 +143,30 @@ def collection_dim(data_dir: Path) -> int | None:
 
 
 RETRY_DELAYS = (0.05, 0.2, 0.5)
+#: Errors of the disk or filesystem under a store, never of one document in a write.
+_ENVIRONMENT_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG, errno.EACCES, errno.EPERM}
+)
+# tantivy reports them as text: "... (os error 28)", "Os { code: 28, kind: StorageFull ...".
+_OS_ERROR = re.compile(r"os error (\d+)|Os \{ code: (\d+)")
+
+
+def environment_failure(exc: BaseException) -> bool:
+    """Whether a store write failed for a reason no document causes (a full or read-only
+    disk, an I/O error, a dead index writer): retrying, alone or document by document, only
+    repeats it."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, LowDiskSpace):
+            return True
+        if isinstance(seen, OSError) and seen.errno in _ENVIRONMENT_ERRNOS:
+            return True
+        text = str(seen)
+        for match in _OS_ERROR.finditer(text):
+            if int(match.group(1) or match.group(2)) in _ENVIRONMENT_ERRNOS:
+                return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _retry(write: Callable[[], None]) -> None:
@@ -149,6 +176,8 @@ def _retry(write: Callable[[], None]) -> None:
             write()
             return
         except Exception as exc:
+            if environment_failure(exc):
+                raise
             log.warning("store write failed, retrying", extra={"error": repr(exc), "delay": delay})
             time.sleep(delay)
     write()
@@ -187,8 +216,10 @@ class KnowledgeBase:
 
         The whole call is written as one batch (one embedding pass, one keyword commit, one
         dense flush). If the batch fails, each document is retried alone so one bad document
-        cannot fail the others. ``questions`` (document id -> parent id -> questions) adds
-        hypothetical-question chunks, written and published with their document.
+        cannot fail the others, unless no document can be the cause (a store unreachable, its
+        disk full or read-only): then every document fails at once with that cause.
+        ``questions`` (document id -> parent id -> questions) adds hypothetical-question
+        chunks, written and published with their document.
         """
         planned: list[tuple[SourceDocument, list[Chunk]]] = []
         empty: dict[str, DocumentWrite] = {}
@@ -206,13 +237,19 @@ class KnowledgeBase:
             self._write(planned, progress)
             written = {d.document_id: _written(d, cs) for d, cs in planned}
         except Exception as exc:
-            down = self._unreachable()
-            if down:
+            cause = f"{type(exc).__name__}: {exc}"
+            if environment_failure(exc):
+                why = cause
+            elif down := self._unreachable():
+                why = f"{down}: {cause}"
+            else:
+                why = ""
+            if why:
                 # One document at a time would repeat the same failure, retries and timeouts
                 # included, once per document while holding the write lock (minutes for a
-                # 200-document call): fail them all now; the caller retries when it is back.
-                log.error("batch upsert failed: %s", down, extra={"error": repr(exc)})
-                why = f"{down}: {type(exc).__name__}: {exc}"
+                # 200-document call): fail them all now, each with the cause; the caller
+                # retries when the store (or its disk) is back.
+                log.error("batch upsert failed: %s", why, extra={"error": repr(exc)})
                 written = {
                     d.document_id: DocumentWrite(d.document_id, "failed", 0, why)
                     for d, _ in planned

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import errno
+import logging
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import tantivy
 
+from retrieval_svc.stores import data_dir
 from retrieval_svc.stores.base import Chunk, Hit, StoredChunk
 from retrieval_svc.stores.data_dir import check_free_space
 
+log = logging.getLogger("candor.retrieval")
+#: What tantivy says once a worker thread died (of an I/O error, most likely).
+DEAD_WRITER = "index writer was killed"
 _QUERY_SYNTAX = re.compile(r"[^\w\s]", re.UNICODE)
 # Query-parser keywords would change the query's meaning if a user typed them.
 _OPERATORS = re.compile(r"\b(AND|OR|NOT|IN|TO)\b")
@@ -81,39 +87,73 @@ class TantivyKeywordStore:
         self._path, self._min_free = path, min_free_bytes
         self._schema = _schema()
         self._index = tantivy.Index(self._schema, path=str(path), reuse=True)
-        self._writer = self._index.writer(heap_size=50_000_000, num_threads=1)
+        self._writer = self._new_writer()
         self._lock = threading.Lock()
+
+    def _new_writer(self) -> tantivy.IndexWriter:
+        return self._index.writer(heap_size=50_000_000, num_threads=1)
+
+    def _commit(self, stage: Callable[[tantivy.IndexWriter], object]) -> None:
+        """Stage operations and commit them as one, or leave the index as it was.
+
+        After a failure the writer is rolled back, which gives it new worker threads (one
+        that died of an I/O error fails every later call with "An index writer was
+        killed"), and the failed write's segment files are deleted: on a full disk they
+        hold the very space the next write needs, so it would fail again.
+        """
+        check_free_space(self._path, self._min_free)
+        with self._lock:
+            try:
+                stage(self._writer)
+                self._writer.commit()
+            except Exception as exc:
+                self._recover()
+                if DEAD_WRITER not in str(exc):
+                    raise
+                # The error that killed the worker thread is lost with it; the disk it
+                # writes to is the usual suspect, so say how full it is.
+                raise OSError(
+                    errno.EIO,
+                    f"the keyword index writer in {self._path} died of an I/O error "
+                    f"({data_dir.free_bytes(self._path)} bytes free on that filesystem): {exc}",
+                ) from exc
+        self._index.reload()
+
+    def _recover(self) -> None:
+        """Roll the writer back and drop the files of what it did not commit; call under the
+        lock."""
+        try:
+            self._writer.rollback()
+        except Exception:
+            log.exception("tantivy rollback failed; opening a new index writer")
+            del self._writer  # the old writer holds the directory lock until it is dropped
+            self._writer = self._new_writer()
+        try:
+            self._writer.garbage_collect_files()
+        except Exception as exc:  # a full disk: even the list of files cannot be rewritten
+            log.warning("cannot delete a failed write's files", extra={"error": repr(exc)})
 
     def replace(self, tenant: str, document_id: str, chunks: Sequence[Chunk]) -> None:
         self.replace_many([(tenant, document_id, chunks)])
 
     def replace_many(self, documents: Sequence[tuple[str, str, Sequence[Chunk]]]) -> None:
-        check_free_space(self._path, self._min_free)
-        with self._lock:
-            try:
-                for tenant, document_id, chunks in documents:
-                    self._writer.delete_documents_by_term("doc_key", _doc_key(tenant, document_id))
-                    for c in chunks:
-                        self._writer.add_document(_document(c))
-                # One commit: readers see the old chunks or the new ones, never a mix.
-                self._writer.commit()
-            except Exception:
-                self._writer.rollback()
-                raise
-        self._index.reload()
+        def stage(writer: tantivy.IndexWriter) -> None:
+            for tenant, document_id, chunks in documents:
+                writer.delete_documents_by_term("doc_key", _doc_key(tenant, document_id))
+                for c in chunks:
+                    writer.add_document(_document(c))
+
+        # One commit: readers see the old chunks or the new ones, never a mix.
+        self._commit(stage)
 
     def delete(self, tenant: str, document_id: str) -> int:
         key = _doc_key(tenant, document_id)
-        check_free_space(self._path, self._min_free)
         self._index.reload()
         searcher = self._index.searcher()
         # doc_freq would count deleted documents still held by segments; a search does not.
         found = searcher.search(tantivy.Query.term_query(self._schema, "doc_key", key), 1)
         n = int(found.count)  # type: ignore[attr-defined]
-        with self._lock:
-            self._writer.delete_documents_by_term("doc_key", key)
-            self._writer.commit()
-        self._index.reload()
+        self._commit(lambda writer: writer.delete_documents_by_term("doc_key", key))
         return n
 
     def search(self, tenant: str, query: str, limit: int) -> list[Hit]:

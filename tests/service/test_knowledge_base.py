@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import errno
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from retrieval_svc.knowledge_base import (
     KnowledgeBase,
     RetrieveParams,
     check_collection,
+    environment_failure,
     record_collection,
 )
 from retrieval_svc.service import no_arm_answered
@@ -226,6 +228,48 @@ def test_a_disk_too_full_for_a_write_fails_it_naming_the_directory(
         assert kb.sizes() == {"dense": 0, "keyword": 0}
     finally:
         kb.close()
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ValueError("An IO error occurred: 'No space left on device (os error 28)'"),
+        ValueError(
+            "Failed to open file for write: 'IoError { io_error: Custom { kind: StorageFull, "
+            'error: PathError { path: "/d/.tmpX", err: Os { code: 28, kind: StorageFull, '
+            'message: "No space left on device" } } }\''
+        ),
+        OSError(errno.EROFS, "Read-only file system"),
+        OSError(errno.EIO, "the keyword index writer in /d died of an I/O error (0 bytes free)"),
+    ],
+)
+def test_a_failure_no_document_causes_fails_the_batch_at_once_with_its_cause(
+    kb: KnowledgeBase, error: Exception
+) -> None:
+    assert environment_failure(error)
+    calls = 0
+
+    def full(*args: object) -> None:
+        nonlocal calls
+        calls += 1
+        raise error
+
+    kb._keyword.replace_many = full  # type: ignore[method-assign]
+    docs = [SourceDocument("t1", f"d{i}", "T", f"Text number {i}.", 1) for i in range(5)]
+    results = kb.upsert(docs)
+    assert calls == 1  # no retries, no document alone: each would only fail the same way
+    assert [(r.outcome, r.error) for r in results] == [
+        ("failed", f"{type(error).__name__}: {error}")
+    ] * 5
+
+
+def test_failures_that_can_be_one_documents_are_not_taken_for_the_disk() -> None:
+    for error in (
+        ValueError("document too large"),
+        ConnectionError("keyword store went away"),
+        OSError(errno.ECONNRESET, "Connection reset by peer (os error 104)"),
+    ):
+        assert not environment_failure(error), error
 
 
 def test_delete_removes_from_both_stores(kb: KnowledgeBase) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from retrieval_svc.stores import data_dir
 from retrieval_svc.stores.data_dir import MIB, LowDiskSpace, check_free_space
 from retrieval_svc.stores.edge import EdgeDenseStore
 from retrieval_svc.stores.tantivy_store import TantivyKeywordStore
+from tests.helpers import run_with_file_size_limit
 from tests.stores.conftest import DIM, chunk, vec, vecs
 
 
@@ -68,3 +70,73 @@ def test_tantivy_refuses_writes_below_the_floor_and_changes_nothing(
         assert [c.document_id for c in store.inventory()] == ["d1"]
     finally:
         store.close()
+
+
+def test_tantivy_drops_a_failed_writes_files_and_writes_again_without_a_restart(
+    tmp_path: Path,
+) -> None:
+    # Writes past 64 KiB in one file fail (EFBIG), as they would on a full disk.
+    child = run_with_file_size_limit(
+        f"""
+        import os, resource
+        from pathlib import Path
+        from retrieval_svc.stores.base import Chunk
+        from retrieval_svc.stores.tantivy_store import TantivyKeywordStore
+
+        def chunks(doc, n):
+            return [
+                Chunk("a", f"{{doc}}#{{i}}", "p", doc, "", f"word{{i}} " * 50, 1, "", "g")
+                for i in range(n)
+            ]
+
+        path = Path({str(tmp_path)!r})
+        store = TantivyKeywordStore(path)
+        store.replace("a", "small", chunks("small", 1))
+        before = set(os.listdir(path))
+        try:
+            store.replace("a", "big", chunks("big", 3000))
+        except ValueError as exc:
+            print("failed:", exc)
+        print("left behind:", sorted(set(os.listdir(path)) - before))
+        _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))  # space freed
+        store.replace("a", "big", chunks("big", 3000))
+        print("count:", store.count())
+        """,
+        64 * 1024,
+    )
+    lines = child.stdout.splitlines()
+    assert len(lines) == 3, child.stderr
+    assert lines[0].startswith("failed: ") and "File too large (os error 27)" in lines[0]
+    # The failed segment's files would hold the space the next write needs.
+    assert lines[1] == "left behind: []"
+    assert lines[2] == "count: 3001"
+
+
+def test_a_dead_tantivy_writer_is_reported_with_the_disk_it_writes_to(
+    tmp_path: Path, free: dict[str, int]
+) -> None:
+    store = TantivyKeywordStore(tmp_path)
+    writer = store._writer
+
+    class Killed:
+        """A writer whose worker thread died of an I/O error (tantivy loses which one)."""
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(writer, name)
+
+        def commit(self) -> None:
+            raise ValueError(
+                "An error occurred in a thread: 'An index writer was killed.. A worker thread "
+                "encountered an error (io::Error most likely) or panicked.'"
+            )
+
+    store._writer = Killed()
+    free["free"] = 0
+    with pytest.raises(OSError, match=rf"writer in {tmp_path} died .*\(0 bytes free") as err:
+        store.replace("a", "d1", [chunk("a", "d1", 0)])
+    assert err.value.errno == errno.EIO
+    store._writer = writer
+    store.replace("a", "d1", [chunk("a", "d1", 0)])
+    assert store.count() == 1
+    store.close()
