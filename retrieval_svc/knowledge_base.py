@@ -297,15 +297,31 @@ class KnowledgeBase:
         # lands on the same ids.
         all_chunks = [c for _, chunks in planned for c in chunks]
         vectors = self._embed(all_chunks, progress)
-        _retry(lambda: self._dense.upsert(all_chunks, vectors))
-        _retry(
-            lambda: self._keyword.replace_many([(d.tenant, d.document_id, cs) for d, cs in planned])
-        )
-        _retry(
-            lambda: self._dense.publish_many(
-                [(d.tenant, d.document_id, cs[0].generation) for d, cs in planned]
+        generations = [(d.tenant, d.document_id, cs[0].generation) for d, cs in planned]
+        try:
+            _retry(lambda: self._dense.upsert(all_chunks, vectors))
+            _retry(
+                lambda: self._keyword.replace_many(
+                    [(d.tenant, d.document_id, cs) for d, cs in planned]
+                )
             )
-        )
+        except Exception:
+            self._discard_staged(generations)
+            raise
+        # Past the keyword commit the staged generation is the current one: a failure to
+        # publish it is left for `candor verify --repair`, which republishes it.
+        _retry(lambda: self._dense.publish_many(generations))
+
+    def _discard_staged(self, generations: Sequence[tuple[str, str, str]]) -> None:
+        """Best effort: a failed write leaves no staged dense chunks behind (published ones
+        are never touched). What stays is drift that `candor verify` lists."""
+        try:
+            self._dense.discard_staged(generations)
+        except Exception as exc:
+            log.warning(
+                "cannot remove a failed write's staged dense chunks; candor verify lists them",
+                extra={"documents": len(generations), "error": repr(exc)},
+            )
 
     def _upsert_one(self, doc: SourceDocument, chunks: list[Chunk]) -> DocumentWrite:
         try:

@@ -74,6 +74,11 @@ class DenseStore(Protocol):
         """``publish`` for many (tenant, document_id, generation) with one flush."""
         ...
 
+    def discard_staged(self, documents: Sequence[tuple[str, str, str]]) -> None:
+        """Remove the still-staged chunks of each (tenant, document_id, generation), leaving
+        published ones (an unchanged document's own, among them) as they are."""
+        ...
+
     def delete(self, tenant: str, document_id: str) -> int:
         """Remove a document; returns how many chunks it had."""
         ...

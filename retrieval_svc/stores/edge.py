@@ -115,6 +115,25 @@ class EdgeDenseStore:
                 )
             self._shard.flush()
 
+    def discard_staged(self, documents: Sequence[tuple[str, str, str]]) -> None:
+        check_free_space(self._path, self._min_free)
+        with self._lock:
+            self._wrote()
+            for tenant, document_id, generation in documents:
+                self._shard.update(
+                    UpdateOperation.delete_points_by_filter(
+                        Filter(
+                            must=[
+                                _eq("tenant", tenant),
+                                _eq("document_id", document_id),
+                                _eq("generation", generation),
+                                _eq("visibility", STAGED),
+                            ]
+                        )
+                    )
+                )
+            self._shard.flush()
+
     def delete(self, tenant: str, document_id: str) -> int:
         flt = Filter(must=[_eq("tenant", tenant), _eq("document_id", document_id)])
         check_free_space(self._path, self._min_free)

@@ -20,7 +20,7 @@ from qdrant_client.conversions.common_types import PointId
 
 from candor.settings import QdrantSettings
 from retrieval_svc.stores.base import Chunk, Hit, StoredChunk, StoreMissing
-from retrieval_svc.stores.edge import PUBLISHED, _chunk, _payload, point_id
+from retrieval_svc.stores.edge import PUBLISHED, STAGED, _chunk, _payload, point_id
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +164,27 @@ class QdrantDenseStore:
                         )
                     )
                 )
+            self._client.batch_update_points(
+                self._collection, update_operations=operations, wait=True
+            )
+
+    def discard_staged(self, documents: Sequence[tuple[str, str, str]]) -> None:
+        for start in range(0, len(documents), _PUBLISH_BATCH):
+            operations: list[models.UpdateOperation] = [
+                models.DeleteOperation(
+                    delete=models.FilterSelector(
+                        filter=models.Filter(
+                            must=[
+                                _eq("tenant", tenant),
+                                _eq("document_id", document_id),
+                                _eq("generation", generation),
+                                _eq("visibility", STAGED),
+                            ]
+                        )
+                    )
+                )
+                for tenant, document_id, generation in documents[start : start + _PUBLISH_BATCH]
+            ]
             self._client.batch_update_points(
                 self._collection, update_operations=operations, wait=True
             )

@@ -350,6 +350,34 @@ def test_rerun_after_a_mid_write_failure_leaves_exactly_one_copy(kb: KnowledgeBa
         assert len({c.generation for c in mine}) == 1
 
 
+def test_a_failed_write_leaves_no_staged_dense_chunks(
+    kb: KnowledgeBase, caplog: pytest.LogCaptureFixture
+) -> None:
+    from retrieval_svc.reconcile import find_drift
+
+    def failing(*args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    kb._keyword.replace_many = failing  # type: ignore[method-assign]
+    changed = SourceDocument("t1", "bikes", "Bicycle tyres", "Tyres now explained anew.", 1)
+    new = SourceDocument("t1", "kites", "Kites", "Kites fly on the wind.", 1)
+    assert {r.outcome for r in kb.upsert([changed, new])} == {"failed"}
+    # A failing backend changes nothing: no drift for verify to report, the old version served.
+    assert find_drift(kb._dense.inventory(), kb._keyword.inventory()) == []
+    top = _retrieve(kb, "road bicycle tyre pressure psi", mode="dense").candidates[0]
+    assert top.chunk.document_id == "bikes" and "psi" in top.chunk.text
+
+    # When even the clean-up fails, it is logged and verify still finds what is left.
+    def stuck(*args: object) -> None:
+        raise ConnectionError("dense store went away")
+
+    kb._dense.discard_staged = stuck  # type: ignore[method-assign]
+    assert {r.outcome for r in kb.upsert([new])} == {"failed"}
+    assert "cannot remove a failed write's staged dense chunks" in caplog.text
+    drifts = find_drift(kb._dense.inventory(), kb._keyword.inventory())
+    assert [(d.document_id, d.kind) for d in drifts] == [("kites", "missing_keyword")]
+
+
 def test_verify_finds_and_repair_fixes_drift_between_the_real_stores(kb: KnowledgeBase) -> None:
     from retrieval_svc.ingest import chunk_document, embedding_text
     from retrieval_svc.reconcile import find_drift, repair

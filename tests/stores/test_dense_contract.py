@@ -132,6 +132,28 @@ def test_publishing_a_new_generation_drops_the_old_one(dense_store: DenseStore) 
     assert (hit.chunk.generation, hit.chunk.text) == ("g2", "new")
 
 
+def test_discard_staged_removes_only_that_staged_generation(dense_store: DenseStore) -> None:
+    dense_store.upsert([chunk("t", "doc", 0, "g1")], vecs(X))
+    dense_store.publish("t", "doc", "g1")
+    dense_store.upsert(
+        [
+            chunk("t", "doc", 0, "g2"),  # a failed write's new version
+            chunk("t", "doc", 0, "g1"),  # ... that also re-sent the published one unchanged
+            chunk("t", "other", 0, "g2"),
+            chunk("u", "doc", 0, "g2"),
+        ],
+        vecs(X, X, Y, Z),
+    )
+
+    dense_store.discard_staged([("t", "doc", "g2"), ("t", "doc", "g1")])
+
+    assert _inventory(dense_store) == {
+        StoredChunk("t", "doc", "doc#p0c0", "g1", True),
+        StoredChunk("t", "other", "other#p0c0", "g2", False),
+        StoredChunk("u", "doc", "doc#p0c0", "g2", False),
+    }
+
+
 def test_publish_only_touches_its_own_document_and_tenant(dense_store: DenseStore) -> None:
     dense_store.upsert([chunk("t", "doc", 0, "g1")], vecs(X))
     dense_store.publish("t", "doc", "g1")
