@@ -24,14 +24,14 @@ from retrieval_svc.fusion import RRF_K
 from retrieval_svc.hypothetical import with_questions
 from retrieval_svc.ingest import SourceDocument, child_id, chunk_document, embedding_text
 from retrieval_svc.stores.base import Chunk, DenseStore, Hit, KeywordStore
-from retrieval_svc.stores.data_dir import LowDiskSpace
+from retrieval_svc.stores.data_dir import DataDirError, LowDiskSpace
 
 log = logging.getLogger("candor.retrieval")
 
 DENSE, KEYWORD = "dense", "keyword"
 
 
-class EmbedderMismatch(RuntimeError):
+class EmbedderMismatch(DataDirError):
     """The collection on disk was built by another embedder."""
 
 
@@ -88,7 +88,7 @@ class RetrieveParams:
     """``query``'s embedding when the caller already has it (the rewrite check embeds it)."""
 
 
-class CollectionRecordUnreadable(RuntimeError):
+class CollectionRecordUnreadable(DataDirError):
     """``collection.json`` exists but does not say which embedder built the collection."""
 
 

@@ -65,7 +65,7 @@ from retrieval_svc.rewrite import (
     build_rewriter,
     rewrite_query,
 )
-from retrieval_svc.stores.data_dir import check_start_space, lock_embedded
+from retrieval_svc.stores.data_dir import check_start_space, lock_embedded, opening_data_dir
 from retrieval_svc.stores.edge import EdgeDenseStore
 from retrieval_svc.stores.factory import open_dense, open_keyword
 
@@ -577,21 +577,22 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
 
 def _open_knowledge_base(settings: Settings, data_dir: Path) -> KnowledgeBase:
     embedder, query_embedder = open_embedders(settings.retrieval)
-    check_collection(data_dir, embedder)
-    dense = open_dense(settings.retrieval, embedder.dim)
-    try:
-        keyword = open_keyword(settings.retrieval)
-    except BaseException:
-        dense.close()
-        raise
-    record_collection(data_dir, embedder)
-    if isinstance(dense, EdgeDenseStore):
-        started = time.perf_counter()
-        if dense.build_index_if_needed(settings.retrieval.edge_index_threshold):
-            log.info(
-                "built the dense HNSW index",
-                extra={"seconds": round(time.perf_counter() - started, 1)},
-            )
+    with opening_data_dir(settings.retrieval):
+        check_collection(data_dir, embedder)
+        dense = open_dense(settings.retrieval, embedder.dim)
+        try:
+            keyword = open_keyword(settings.retrieval)
+            record_collection(data_dir, embedder)
+        except BaseException:
+            dense.close()
+            raise
+        if isinstance(dense, EdgeDenseStore):
+            started = time.perf_counter()
+            if dense.build_index_if_needed(settings.retrieval.edge_index_threshold):
+                log.info(
+                    "built the dense HNSW index",
+                    extra={"seconds": round(time.perf_counter() - started, 1)},
+                )
     return KnowledgeBase(
         embedder,
         dense,
@@ -606,7 +607,8 @@ def _open_knowledge_base(settings: Settings, data_dir: Path) -> KnowledgeBase:
 def build_retrieval(settings: Settings) -> ServiceSpec:
     """Open the embedded stores and return the service ready to boot."""
     data_dir = Path(settings.retrieval.data_dir)
-    lock = lock_embedded(settings.retrieval)
+    with opening_data_dir(settings.retrieval):
+        lock = lock_embedded(settings.retrieval)
     try:
         check_start_space(settings.retrieval)
         kb = _open_knowledge_base(settings, data_dir)

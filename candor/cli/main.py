@@ -120,7 +120,7 @@ async def _serve(args: argparse.Namespace) -> int:
     from candor.cli.stack import start_stack
     from candor.runtime.server import serve_until_signal
     from candor.token import SigningKeyError
-    from retrieval_svc.stores.data_dir import DataDirInUse, LowDiskSpace
+    from retrieval_svc.stores.data_dir import DataDirError
 
     # Everything serve writes to stderr is a JSON log line: `kubectl logs | jq` reads it all.
     try:
@@ -133,7 +133,8 @@ async def _serve(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     try:
         services = await start_stack(settings, args.service)
-    except (SettingsError, DataDirInUse, LowDiskSpace, SigningKeyError) as exc:
+    except (SettingsError, DataDirError, SigningKeyError) as exc:
+        log.debug("cannot start", exc_info=exc)  # the traceback, for whoever asks for it
         log.error("cannot start", extra={"error": str(exc)})
         return 2
     if args.demo:
@@ -170,7 +171,7 @@ def _demo(services: list, started: float) -> None:  # type: ignore[type-arg]
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from retrieval_svc.stores.data_dir import DataDirInUse, lock_embedded
+    from retrieval_svc.stores.data_dir import DataDirError, lock_embedded, opening_data_dir
 
     settings = load_settings(args.config)
     data_dir = Path(settings.retrieval.data_dir)
@@ -188,15 +189,16 @@ def _verify(args: argparse.Namespace) -> int:
         )
         return 2
     try:
-        lock = lock_embedded(settings.retrieval)
-    except DataDirInUse as exc:
+        with opening_data_dir(settings.retrieval):
+            lock = lock_embedded(settings.retrieval)
+        try:
+            return _verify_stores(args, settings)
+        finally:
+            if lock is not None:
+                lock.release()
+    except DataDirError as exc:
         print(f"candor: {exc}", file=sys.stderr)
         return 2
-    try:
-        return _verify_stores(args, settings)
-    finally:
-        if lock is not None:
-            lock.release()
 
 
 def _verify_stores(args: argparse.Namespace, settings: Settings) -> int:
@@ -204,20 +206,27 @@ def _verify_stores(args: argparse.Namespace, settings: Settings) -> int:
     from retrieval_svc.knowledge_base import collection_dim
     from retrieval_svc.reconcile import find_drift, repair
     from retrieval_svc.stores.base import StoreMissing
+    from retrieval_svc.stores.data_dir import check_start_space, opening_data_dir
     from retrieval_svc.stores.factory import open_dense, open_keyword
 
-    # The size the collection was built with (recorded beside it), not the default
-    # embedder's: a collection built by Cohere or the multilingual model has other vectors.
-    dim = collection_dim(Path(settings.retrieval.data_dir)) or MiniLMEmbedder.dim
     try:
-        dense = open_dense(settings.retrieval, dim, create=False)
+        # Opening Qdrant Edge writes; on a full disk it would die by SIGBUS.
+        with opening_data_dir(settings.retrieval):
+            check_start_space(settings.retrieval)
+            # The size the collection was built with (recorded beside it), not the default
+            # embedder's: a collection built by Cohere or the multilingual model has others.
+            dim = collection_dim(Path(settings.retrieval.data_dir)) or MiniLMEmbedder.dim
+            dense = open_dense(settings.retrieval, dim, create=False)
     except StoreMissing as exc:
         print(f"candor: {exc}: nothing to verify; pass the service's --config", file=sys.stderr)
         return 2
     try:
-        keyword = open_keyword(settings.retrieval, create=False)
-    except StoreMissing as exc:
+        with opening_data_dir(settings.retrieval):
+            keyword = open_keyword(settings.retrieval, create=False)
+    except BaseException as exc:
         dense.close()
+        if not isinstance(exc, StoreMissing):
+            raise
         print(f"candor: {exc}: nothing to verify; pass the service's --config", file=sys.stderr)
         return 2
     try:

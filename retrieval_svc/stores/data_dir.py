@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 from candor.settings import RetrievalSettings
+from retrieval_svc.stores.base import StoreMissing
 
 LOCK_NAME = ".candor.lock"
 
@@ -17,11 +20,15 @@ DENSE_DIR, KEYWORD_DIR = "dense", "keyword"
 """Where Qdrant Edge and tantivy live under ``retrieval.data_dir``."""
 
 
-class DataDirInUse(RuntimeError):
+class DataDirError(RuntimeError):
+    """The embedded stores' data directory cannot be used; start-up stops with this message."""
+
+
+class DataDirInUse(DataDirError):
     """Another process holds the embedded stores' data directory."""
 
 
-class LowDiskSpace(RuntimeError):
+class LowDiskSpace(DataDirError):
     """Too little free disk for an embedded store to write without risking a crash.
 
     Qdrant Edge writes through mmap into preallocated sparse files (a 2 x 32 MiB WAL, 32 MiB
@@ -104,6 +111,22 @@ def check_start_space(settings: RetrievalSettings) -> None:
     """Refuse to open the embedded stores on a disk too full to open them safely."""
     for path in embedded_dirs(settings):
         check_free_space(path, settings.min_free_disk_mb * MIB)
+
+
+@contextlib.contextmanager
+def opening_data_dir(settings: RetrievalSettings) -> Iterator[None]:
+    """Report a failure to open the embedded stores (a read-only or damaged data dir) as one
+    DataDirError naming the directory, the store's own error chained, not as its traceback."""
+    try:
+        yield
+    except (DataDirError, StoreMissing):
+        raise  # already say what is wrong with the directory
+    except Exception as exc:
+        if not embedded_dirs(settings):
+            raise
+        raise DataDirError(
+            f"cannot open the data dir {settings.data_dir}: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def lock_embedded(settings: RetrievalSettings) -> DataDirLock | None:

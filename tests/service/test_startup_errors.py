@@ -12,6 +12,9 @@ from candor.runtime import server
 from candor.runtime.server import RunningService
 from retrieval_svc.stores import data_dir
 from retrieval_svc.stores.data_dir import MIB
+from retrieval_svc.stores.edge import EdgeDenseStore
+from retrieval_svc.stores.tantivy_store import TantivyKeywordStore
+from tests.helpers import stack_env
 
 
 async def _stop_at_once(services: list[RunningService]) -> None:
@@ -45,8 +48,8 @@ def test_too_little_free_disk_stops_start_up_before_the_stores_open(
 ) -> None:
     # On a nearly full disk Qdrant Edge dies by SIGBUS creating its files: refuse first.
     monkeypatch.setattr(data_dir, "free_bytes", lambda path: 8 * MIB)
-    monkeypatch.setenv("CANDOR_DATA_DIR", str(tmp_path))
-    monkeypatch.setenv("CANDOR_RETRIEVAL__SERVER__PORT", "0")
+    for name, value in stack_env(str(tmp_path)).items():
+        monkeypatch.setenv(name, value)
     monkeypatch.setattr(server, "serve_until_signal", _stop_at_once)
     assert main(["serve", "--service", "retrieval"]) == 2
     line = _one_line(capsys.readouterr().err)
@@ -57,3 +60,46 @@ def test_too_little_free_disk_stops_start_up_before_the_stores_open(
         "free space on that filesystem (or move retrieval.data_dir) and retry"
     )
     assert not (tmp_path / "dense").exists()
+
+
+def test_a_data_dir_that_cannot_be_opened_is_one_line_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name, value in stack_env(str(tmp_path)).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(server, "serve_until_signal", _stop_at_once)
+    EdgeDenseStore(tmp_path / "dense", 384).close()
+    TantivyKeywordStore(tmp_path / "keyword").close()
+    meta = tmp_path / "keyword" / "meta.json"
+    good = meta.read_bytes()
+    meta.write_text("{not json")  # a damaged tantivy index
+    assert main(["verify"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"candor: cannot open the data dir {tmp_path}: ValueError: ")
+    assert "meta.json" in err and len(err.strip().splitlines()) == 1
+    assert main(["serve", "--service", "retrieval"]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert line["msg"] == "cannot start"
+    assert str(line["error"]).startswith(f"cannot open the data dir {tmp_path}: ValueError: ")
+    # The lock was released each time: the next opener is not told the dir is in use.
+    meta.write_bytes(good)
+    assert main(["verify"]) == 0
+
+
+def test_a_lock_file_that_cannot_be_created_is_one_line_naming_the_data_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # What a read-only data dir does to the lock file, without needing one.
+    (tmp_path / ".candor.lock").mkdir()
+    for name, value in stack_env(str(tmp_path)).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(server, "serve_until_signal", _stop_at_once)
+    why = (
+        f"cannot open the data dir {tmp_path}: IsADirectoryError: "
+        f"[Errno 21] Is a directory: '{tmp_path / '.candor.lock'}'"
+    )
+    assert main(["serve", "--service", "retrieval"]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert (line["msg"], line["error"]) == ("cannot start", why)
+    assert main(["verify"]) == 2
+    assert capsys.readouterr().err == f"candor: {why}\n"
