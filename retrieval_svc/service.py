@@ -609,6 +609,13 @@ def build_retrieval(settings: Settings) -> ServiceSpec:
     data_dir = Path(settings.retrieval.data_dir)
     with opening_data_dir(settings.retrieval):
         lock = lock_embedded(settings.retrieval)
+    if lock is not None and lock.unclean_pid:
+        log.warning(
+            "the previous run on this data dir (pid %s) did not shut down cleanly: the stores "
+            "may have drifted; stop the server and run candor verify",
+            lock.unclean_pid,
+            extra={"data_dir": str(data_dir)},
+        )
     try:
         check_start_space(settings.retrieval)
         kb = _open_knowledge_base(settings, data_dir)

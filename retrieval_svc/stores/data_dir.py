@@ -83,13 +83,20 @@ class DataDirLock:
                 "process its own data_dir"
             ) from None
         self._file.seek(0)
+        # A clean release empties the file, so a pid still in it is a run that crashed or was
+        # killed, possibly part-way through a write.
+        self.unclean_pid = self._file.read().strip()
+        self._file.seek(0)
         self._file.truncate()
         self._file.write(f"{os.getpid()}\n")
         self._file.flush()
 
     def release(self) -> None:
-        """Let another process open the directory; idempotent."""
+        """Let another process open the directory, marking a clean stop; idempotent."""
         if not self._file.closed:
+            self._file.seek(0)
+            self._file.truncate()
+            self._file.flush()
             fcntl.flock(self._file, fcntl.LOCK_UN)
             self._file.close()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from pathlib import Path
 
@@ -9,8 +10,10 @@ import pytest
 
 from candor.cli.main import main
 from candor.cli.stack import start_stack
+from candor.runtime import server
+from candor.runtime.server import RunningService
 from candor.settings import load_settings
-from retrieval_svc.stores.data_dir import DataDirInUse
+from retrieval_svc.stores.data_dir import DataDirInUse, DataDirLock
 from tests.helpers import Stack, stack_env
 
 
@@ -30,3 +33,29 @@ def test_a_second_opener_is_told_who_holds_the_data_dir(
     # Released on stop: the stores open again, here for verify.
     assert main(["verify"]) == 0
     assert "0 document(s) drifted" in capsys.readouterr().out
+
+
+def test_a_start_after_a_run_that_did_not_stop_cleanly_suggests_verify(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lock = DataDirLock(tmp_path)
+    assert lock.unclean_pid == ""
+    lock.release()
+    assert DataDirLock(tmp_path).unclean_pid == ""  # released cleanly: nothing to say
+    # The lock above was never released: as if its process had been killed.
+    for name, value in stack_env(str(tmp_path)).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(server, "serve_until_signal", _stop_at_once)
+    gc.collect()  # its file closes, as a dead process's would
+    assert main(["serve", "--service", "retrieval"]) == 0
+    err = capsys.readouterr().err
+    assert f"(pid {os.getpid()}) did not shut down cleanly" in err and "candor verify" in err
+    for name, value in stack_env(str(tmp_path)).items():  # the metrics port stays bound
+        monkeypatch.setenv(name, value)
+    assert main(["serve", "--service", "retrieval"]) == 0
+    assert "did not shut down cleanly" not in capsys.readouterr().err
+
+
+async def _stop_at_once(services: list[RunningService]) -> None:
+    for svc in services:
+        await svc.stop(0)
