@@ -97,9 +97,17 @@ async def start_service(spec: ServiceSpec) -> RunningService:
     if port == 0:
         raise OSError(f"cannot bind {s.host}:{s.port} for {spec.name}")
     await server.start()
-    spec.metrics.serve(s.host, s.metrics_port)
-    if spec.on_start is not None:
-        await spec.on_start()
+    try:
+        spec.metrics.serve(s.host, s.metrics_port)
+        if spec.on_start is not None:
+            await spec.on_start()
+    except BaseException:
+        # A service that cannot come up whole (its metrics port taken, say) must not go on
+        # listening, nor keep its stores and data-dir lock: the caller never gets a handle.
+        await server.stop(0)
+        if spec.on_stop is not None:
+            await spec.on_stop()
+        raise
     running = RunningService(spec, server, health_servicer, port)
     await running.set_serving(True)
     log.info(

@@ -111,3 +111,43 @@ def test_a_method_the_server_does_not_have_is_counted_unimplemented(slow_server)
     assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
     labels = {"grpc_service": SERVICE, "grpc_method": "Missing", "grpc_code": "UNIMPLEMENTED"}
     assert metric_value(scrape(metrics_port), "grpc_server_handled_total", labels) == 1
+
+
+def test_a_service_that_cannot_serve_metrics_stops_listening_and_releases_what_it_holds() -> None:
+    import asyncio
+    import socket
+
+    from candor.runtime.server import ServiceSpec, start_service
+    from candor.settings import ServerSettings
+    from tests.helpers import LoopThread
+    from tests.service.slow_server import _register
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    grpc_port = free_ports(1)[0]
+    closed: list[bool] = []
+
+    async def on_stop() -> None:
+        closed.append(True)
+
+    spec = ServiceSpec(
+        SERVICE,
+        _register,
+        ServerSettings(host="127.0.0.1", port=grpc_port, metrics_port=taken.getsockname()[1]),
+        on_stop=on_stop,
+    )
+    loop = LoopThread()
+    try:
+        with pytest.raises(OSError):
+            loop.run(start_service(spec))
+        assert closed == [True], "the stores and data-dir lock stayed held"
+        with (
+            grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as ch,
+            pytest.raises(grpc.FutureTimeoutError),
+        ):
+            grpc.channel_ready_future(ch).result(timeout=0.5)
+    finally:
+        taken.close()
+        loop.run(asyncio.sleep(0))
+        loop.close()
