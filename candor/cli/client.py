@@ -217,10 +217,11 @@ def upsert(
 
 def delete(
     channel: grpc.Channel, document_ids: Sequence[str], tenant: str, api_key: str | None
-) -> int:
-    """DeleteDocuments in calls of at most 500; prints the ids that were not there."""
+) -> tuple[int, int]:
+    """DeleteDocuments in calls of at most 500; prints the ids not deleted and why. Returns
+    (deleted, failed): an id that was not there is neither."""
     stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
-    deleted = 0
+    deleted = failed = 0
     for start in range(0, len(document_ids), 500):
         reply = stub.DeleteDocuments(
             retrieval_pb2.DeleteDocumentsRequest(
@@ -233,9 +234,10 @@ def delete(
             if r.outcome == retrieval_pb2.DOCUMENT_OUTCOME_DELETED:
                 deleted += 1
             else:
+                failed += r.outcome == retrieval_pb2.DOCUMENT_OUTCOME_FAILED
                 outcome = retrieval_pb2.DocumentOutcome.Name(r.outcome)
                 print(f"  {r.document_id}: {outcome} {r.error}".rstrip(), file=sys.stderr)
-    return deleted
+    return deleted, failed
 
 
 def print_progress(done: int, total: int) -> None:

@@ -317,9 +317,11 @@ def _main(argv: list[str] | None = None) -> int:
                 )
                 return 1 if report.failed else 0
             if args.command == "delete":
-                deleted = client.delete(channel, args.document_ids, args.tenant, args.api_key)
-                print(f"deleted {deleted} of {len(args.document_ids)} documents")
-                return 0
+                deleted, failed = client.delete(
+                    channel, args.document_ids, args.tenant, args.api_key
+                )
+                print(f"deleted {deleted} of {len(args.document_ids)} documents, {failed} failed")
+                return 1 if failed else 0
             if args.command == "ask":
                 result = client.ask(channel, args.question, args.tenant, args.api_key)
                 print(client.format_ask(result, args.debug))

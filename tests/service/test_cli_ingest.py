@@ -98,5 +98,17 @@ def test_reindex_keeps_what_left_the_tree_until_it_is_deleted(
     assert _ids(target) == {"keep", "gone"}
     assert main(["delete", "gone", "missing", "--target", target]) == 0
     out, err = capsys.readouterr()
-    assert "deleted 1 of 2 documents" in out and "missing: DOCUMENT_OUTCOME_NOT_FOUND" in err
+    assert "deleted 1 of 2 documents, 0 failed" in out
+    assert "missing: DOCUMENT_OUTCOME_NOT_FOUND" in err
     assert _ids(target) == {"keep"}
+
+
+def test_a_delete_that_failed_for_some_document_exits_1(
+    target: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A store that refused the delete (down, disk full) must not look like success to a script.
+    from candor.cli import client
+
+    monkeypatch.setattr(client, "delete", lambda *a: (1, 1))
+    assert main(["delete", "a", "b", "--target", target]) == 1
+    assert "deleted 1 of 2 documents, 1 failed" in capsys.readouterr().out
