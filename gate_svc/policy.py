@@ -150,6 +150,10 @@ class PolicyConfig:
     tiers: TierBounds = TierBounds()
     max_evidence: int = 5
     clarify_on_no_hits: bool = False
+    curated_min_cosine: float = 0.6
+    """A curated answer bypasses floor and gate only when the question is its question: the
+    query's dense cosine with it at least this. Below (or found by keywords alone) it is
+    ordinary evidence."""
     default_language: str = "en"
     refusal_messages: Mapping[str, str] = field(default_factory=dict)
     tenants: Mapping[str, PolicyConfig] = field(default_factory=dict)
@@ -255,14 +259,21 @@ class _Builder:
 def _curated_first(
     candidates: Sequence[CandidateView], b: _Builder, rest: Sequence[CandidateView]
 ) -> Decision | None:
-    """Seed 000: curated answers bypass floor and gate and rank first."""
-    curated = [c for c in candidates if c.curated]
+    """Seed 000: a curated answer to the question asked bypasses floor and gate, ranked first.
+
+    "To the question asked": its dense cosine with the query reaches ``curated_min_cosine``.
+    Being among the candidates is not enough: "How do I bake bread?" found "How do I reset my
+    password?" by its shared "How do I" and was answered at confidence 1.0. A curated answer
+    below the bound is weighed like any other evidence."""
+    bound = b.config.curated_min_cosine
+    curated = [c for c in candidates if c.curated and c.cosine is not None and c.cosine >= bound]
     if not curated:
         return None
+    best = curated[0]
     return b.passes(
         1.0,
-        [*curated, *[c for c in rest if not c.curated]],
-        f"curated answer {curated[0].document_id} matched",
+        [*curated, *[c for c in rest if c not in curated]],
+        f"curated answer {best.document_id} matched (cosine {best.cosine:.3f} >= {bound:g})",
         "curated_answer",
         CONFIDENT,
     )
@@ -710,6 +721,7 @@ def policy_thresholds(config: PolicyConfig) -> dict[str, float]:
             config.tiers.confident,
             config.tiers.uncertain,
         )
+    out["curated_min_cosine"] = config.curated_min_cosine
     return out
 
 
@@ -746,6 +758,7 @@ _TOP_KEYS = {
     "calibrated",
     "max_evidence",
     "clarify_on_no_hits",
+    "curated_min_cosine",
     "default_language",
     "refusal_messages",
     "tenants",
@@ -872,6 +885,7 @@ def _validate(p: PolicyConfig) -> None:
         ),
         (0 <= s4.rerank_min_scale <= 3, "seed004.rerank_min_scale must be on the 0-3 scale"),
         (1 <= p.max_evidence <= 50, "max_evidence must be in [1, 50]"),
+        (0 <= p.curated_min_cosine <= 1, "curated_min_cosine must be in [0, 1]"),
         (
             p.policy != "calibrated" or bool(p.calibrated.coefficients),
             "policy calibrated needs calibrated.coefficients (run candor calibrate)",
@@ -902,6 +916,9 @@ def _parse_mapping(data: dict[str, Any], version: str, sha: str) -> PolicyConfig
     max_evidence = data.get("max_evidence", 5)
     if isinstance(max_evidence, bool) or not isinstance(max_evidence, int):
         raise PolicyError("max_evidence must be an integer")
+    curated_min_cosine = data.get("curated_min_cosine", 0.6)
+    if isinstance(curated_min_cosine, bool) or not isinstance(curated_min_cosine, int | float):
+        raise PolicyError("curated_min_cosine must be a number")
     default_language = str(data.get("default_language", "en"))
     if default_language not in {**DEFAULT_MESSAGES, **messages}:
         raise PolicyError(
@@ -914,6 +931,7 @@ def _parse_mapping(data: dict[str, Any], version: str, sha: str) -> PolicyConfig
         calibrated=_calibrated(data.get("calibrated")),
         max_evidence=max_evidence,
         clarify_on_no_hits=bool(data.get("clarify_on_no_hits", False)),
+        curated_min_cosine=float(curated_min_cosine),
         default_language=default_language,
         refusal_messages=dict(messages),
         sha256=sha,

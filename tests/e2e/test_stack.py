@@ -504,3 +504,37 @@ def test_one_arm_missing_never_lets_an_unanswerable_question_through(stack: Stac
                 if hits > 0:  # with nothing found there is nothing to weigh
                     assert "least favourable" in one.reason_detail
         assert let_through == []
+
+
+def test_a_curated_answer_bypasses_the_gate_only_for_its_own_question(stack: Stack) -> None:
+    # A curated answer found only because a question shares "How do I" with it passed at
+    # confidence 1.0 (CONFIDENT), answering a bread question with a password procedure.
+    curated = retrieval_pb2.Document(
+        document_id="faq-password",
+        title="Resetting your password",
+        text="To reset your password, open Settings, then Security, and choose Reset password. "
+        "A reset link is emailed to you and expires after 1 hour.",
+        source_kind=evidence_pb2.SOURCE_KIND_CURATED_ANSWER,
+        question="How do I reset my password?",
+    )
+    meta = [("x-api-key", OTHER_KEY)]
+    with grpc.insecure_channel(stack.address("RetrievalService")) as ch:
+        retrieval_pb2_grpc.RetrievalServiceStub(ch).UpsertDocuments(
+            retrieval_pb2.UpsertDocumentsRequest(tenant="other", documents=[curated]),
+            metadata=meta,
+        )
+    with grpc.insecure_channel(stack.address("GateService")) as ch:
+        gate = gate_pb2_grpc.GateServiceStub(ch)
+
+        def decide(question: str) -> gate_pb2.Decision:
+            request = gate_pb2.EvaluateRequest(tenant="other", query=question)
+            decision: gate_pb2.Decision = gate.Evaluate(request, metadata=meta).decision
+            return decision
+
+        for off_topic in ("How do I bake sourdough bread at home?", "How do I fix a flat tyre?"):
+            d = decide(off_topic)
+            assert d.reason != gate_pb2.REASON_CURATED_ANSWER, off_topic
+            assert d.outcome == gate_pb2.OUTCOME_REFUSE, off_topic
+        asked = decide("I forgot my password, how can I reset it?")
+        assert asked.reason == gate_pb2.REASON_CURATED_ANSWER
+        assert asked.evidence[0].document_id == "faq-password"

@@ -27,6 +27,7 @@ from gate_svc.policy import (
     least_favourable,
     load_policy,
     parse_policy,
+    policy_thresholds,
 )
 from gate_svc.signals import (
     ARM_SIGNALS,
@@ -215,19 +216,36 @@ def test_evidence_is_capped_at_max_evidence() -> None:
     assert d.signals["admitted_chunks"] == 7.0
 
 
-def test_curated_answer_passes_and_ranks_first_even_with_low_cosine() -> None:
-    cands = [cand(1, 0.92), cand(2, 0.3), cand(3, 0.2, kind=CURATED), cand(4, 0.9)]
+def test_a_curated_answer_to_the_question_passes_and_ranks_first_whatever_else_scores() -> None:
+    cands = [cand(1, 0.3), cand(2, 0.2), cand(3, 0.65, kind=CURATED), cand(4, 0.25)]
     d = decide(cands, CONFIG)
     assert (d.outcome, d.reason, d.tier) == (PASS, "curated_answer", CONFIDENT)
     assert d.display_confidence == 100
-    assert ids(d) == ["d3#p0c0", "d1#p0c0", "d4#p0c0"]
+    assert ids(d)[0] == "d3#p0c0"
+    assert "cosine 0.650 >= 0.6" in d.detail
     assert d.signals["curated_hits"] == 1.0
 
 
-def test_curated_answer_alone_with_no_dense_score_passes() -> None:
-    d = decide([cand(1, None, bm25=3.0, kind=CURATED)], CONFIG)
-    assert (d.outcome, d.reason) == (PASS, "curated_answer")
-    assert ids(d) == ["d1#p0c0"]
+@pytest.mark.parametrize("cosine", [0.3, None], ids=["another question", "keywords alone"])
+def test_a_curated_answer_to_another_question_is_ordinary_evidence(cosine: float | None) -> None:
+    # "How do I bake bread?" found "How do I reset my password?" by its shared "How do I" and
+    # was answered from it at confidence 1.0.
+    curated = cand(3, cosine, bm25=12.4, kind=CURATED)
+    d = decide([cand(1, 0.2), cand(2, 0.15), curated], CONFIG)
+    assert d.reason != "curated_answer"
+    assert d.outcome == REFUSE
+    calibrated = load_policy(DEFAULT_POLICY_PATH)
+    assert decide([cand(1, 0.2), curated], calibrated, "How do I bake bread?").reason != (
+        "curated_answer"
+    )
+
+
+def test_the_curated_bound_is_configurable_and_checked() -> None:
+    strict = parse_policy('version: "v"\ncurated_min_cosine: 0.9\n')
+    assert decide([cand(1, 0.85, kind=CURATED)], strict).reason != "curated_answer"
+    assert policy_thresholds(strict)["curated_min_cosine"] == 0.9
+    with pytest.raises(PolicyError, match="curated_min_cosine must be in"):
+        parse_policy('version: "v"\ncurated_min_cosine: 1.5\n')
 
 
 def test_custom_floor_and_gate_change_the_decision() -> None:
