@@ -83,7 +83,9 @@ def test_gate_evidence_over_the_send_limit_is_trimmed_before_the_token_is_signed
     # to it): a decision that fits one but not the other failed the answer.
     policy = tmp_path / "policy.yaml"
     # Every curated answer admitted (a bound of 0), so that 20 of them outgrow the limit.
-    policy.write_text('version: "wide-1"\npolicy: seed000\nmax_evidence: 20\ncurated_min_cosine: 0\n')
+    policy.write_text(
+        'version: "wide-1"\npolicy: seed000\nmax_evidence: 20\ncurated_min_cosine: 0\n'
+    )
     limit = {f"CANDOR_{service}__SERVER__MAX_MESSAGE_BYTES": LIMIT}
     env = stack_env(
         str(tmp_path / "data"),
