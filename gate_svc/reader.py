@@ -12,6 +12,7 @@ with the answer missing (the "near miss").
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Sequence
 from functools import lru_cache
@@ -58,10 +59,37 @@ def _tokenizer() -> object:
     return tok
 
 
+_SENTENCE_END = re.compile(r"(?<=[.!?。？！])\s+")
+_REPEATED = re.compile(r"(.+?)(?:\s+\1)+", re.IGNORECASE | re.DOTALL)
+
+
+def reader_question(query: str) -> str:
+    """The question as the reader reads it: each sentence once.
+
+    Sent twice ("Is there a phone app? Is there a phone app?", a pasted duplicate or a chat
+    client resending a turn), a near miss's reading rose from 0.40 to 0.91 and it passed; the
+    retrieval and sentence signals already count each term once.
+    """
+    text = " ".join(query.split())
+    if m := _REPEATED.fullmatch(text):  # the same words again with no sentence break
+        text = m.group(1)
+    seen: set[str] = set()
+    kept = []
+    for sentence in _SENTENCE_END.split(text):
+        key = sentence.casefold()
+        if key and key not in seen:
+            seen.add(key)
+            kept.append(sentence)
+    return " ".join(kept)
+
+
 def encode_pairs(questions: Sequence[str], evidence: Sequence[str]) -> dict[str, np.ndarray]:
-    """``[CLS] question [SEP] evidence [SEP]`` for each pair, padded to the longest (int64)."""
+    """``[CLS] question [SEP] evidence [SEP]`` for each pair, padded to the longest (int64);
+    each question as :func:`reader_question` reads it."""
     tok = _tokenizer()
-    q_enc = tok.encode_batch(list(questions), add_special_tokens=False)  # type: ignore[attr-defined]
+    q_enc = tok.encode_batch(  # type: ignore[attr-defined]
+        [reader_question(q) for q in questions], add_special_tokens=False
+    )
     e_enc = tok.encode_batch(list(evidence), add_special_tokens=False)  # type: ignore[attr-defined]
     cls, sep = 101, 102
     rows: list[tuple[list[int], int]] = []
