@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -173,6 +173,24 @@ def pair_coverage(query: str, evidence: Sequence[str]) -> float:
     return _best_pair(weight, _sentence_terms(weight, evidence))
 
 
+def _without_copies(
+    candidates: Sequence[CandidateView], score: Callable[[CandidateView], float | None]
+) -> list[float]:
+    """``score`` of each candidate, best first, leaving out any whose text (ignoring case and
+    spacing) a better-scored one already has."""
+    scored = sorted(
+        ((s, c) for c in candidates if (s := score(c)) is not None), key=lambda sc: -sc[0]
+    )
+    seen: set[str] = set()
+    out = []
+    for s, c in scored:
+        text = " ".join(c.text.split()).casefold()
+        if text not in seen:
+            seen.add(text)
+            out.append(s)
+    return out
+
+
 def compute_signals(
     candidates: Sequence[CandidateView],
     query: str = "",
@@ -184,6 +202,10 @@ def compute_signals(
     cosines = sorted((c.cosine for c in candidates if c.cosine is not None), reverse=True)
     bm25s = sorted((c.bm25 for c in candidates if c.bm25 is not None), reverse=True)
     fused = [c.fused_score for c in candidates]
+    # The ratios ask how far the best stands from its rivals; a copy of its text (the same
+    # article filed twice) is no rival, and read as one made every duplicated KB look contested.
+    rival_cosines = _without_copies(candidates, lambda c: c.cosine)
+    rival_fused = _without_copies(candidates, lambda c: c.fused_score)
     top = candidates[0] if candidates else None
     head = list(candidates[:5])
     evidence = [c.text for c in candidates[:evidence_k]]
@@ -209,10 +231,12 @@ def compute_signals(
         "top_bm25": bm25s[0] if bm25s else 0.0,
         "bm25_per_query_term": (bm25s[0] if bm25s else 0.0) / q_terms,
         "top_rrf": fused[0] if fused else 0.0,
-        "rrf_ratio": _ratio(fused[0], fused[1]) if len(fused) > 1 else (10.0 if fused else 0.0),
-        "cosine_ratio": _ratio(cosines[0], cosines[1])
-        if len(cosines) > 1
-        else (10.0 if cosines else 0.0),
+        "rrf_ratio": _ratio(rival_fused[0], rival_fused[1])
+        if len(rival_fused) > 1
+        else (10.0 if rival_fused else 0.0),
+        "cosine_ratio": _ratio(rival_cosines[0], rival_cosines[1])
+        if len(rival_cosines) > 1
+        else (10.0 if rival_cosines else 0.0),
         "top_in_both": 1.0 if top is not None and top.in_both else 0.0,
         "in_both_top_k": float(sum(1 for c in head if c.in_both)),
         # Seed 003's retrieval quality: top score, top1-top5 gap, source concentration.

@@ -136,6 +136,23 @@ def test_compute_signals_ratio_is_capped() -> None:
     assert v["cosine_ratio"] == 10.0
 
 
+def test_a_copy_of_the_best_candidate_is_not_its_rival() -> None:
+    # The same article filed twice made every question on it look contested (ratios of 1.0),
+    # which the shipped model weighs *for* passing.
+    article = "Most refunds complete within 5 business days."
+    best = dataclasses.replace(cand(1, 0.9, fused=0.03), text=article)
+    copy = dataclasses.replace(
+        cand(2, 0.9, fused=0.029), text="  most refunds complete within 5 business days. "
+    )
+    rival = dataclasses.replace(cand(3, 0.6, fused=0.015), text="Labels can be voided.")
+    v = compute_signals([best, copy, rival], "", 0.65).values
+    assert v["cosine_ratio"] == pytest.approx(0.9 / 0.6)
+    assert v["rrf_ratio"] == pytest.approx(0.03 / 0.015)
+    assert v["hits"] == 3.0  # the copy is still a candidate, and still evidence
+    alone = compute_signals([best, copy], "", 0.65).values
+    assert alone["cosine_ratio"] == alone["rrf_ratio"] == 10.0
+
+
 # --- seed000 decisions -------------------------------------------------------------------------
 
 
