@@ -261,12 +261,21 @@ def _curated_first(
 ) -> Decision | None:
     """Seed 000: a curated answer to the question asked bypasses floor and gate, ranked first.
 
-    "To the question asked": its dense cosine with the query reaches ``curated_min_cosine``.
-    Being among the candidates is not enough: "How do I bake bread?" found "How do I reset my
-    password?" by its shared "How do I" and was answered at confidence 1.0. A curated answer
-    below the bound is weighed like any other evidence."""
+    "To the question asked": its dense cosine with the query reaches ``curated_min_cosine``
+    and its text names every facet of the query (``Signals.curated_covering``). Being among the
+    candidates is not enough: "How do I bake bread?" found "How do I reset my password?" by its
+    shared "How do I" and was answered at confidence 1.0; "How do I reset my PIN?" is close to
+    it in cosine, but "PIN" is not in it. Any other curated answer is weighed like any other
+    evidence."""
     bound = b.config.curated_min_cosine
-    curated = [c for c in candidates if c.curated and c.cosine is not None and c.cosine >= bound]
+    curated = [
+        c
+        for c in candidates
+        if c.curated
+        and c.cosine is not None
+        and c.cosine >= bound
+        and c.chunk_id in b.s.curated_covering
+    ]
     if not curated:
         return None
     best = curated[0]

@@ -47,6 +47,10 @@ class Signals:
     values: dict[str, float]
     missing_facets: tuple[str, ...]
     answer_type: str
+    curated_covering: frozenset[str] = frozenset()
+    """Chunk ids of curated answers whose text names every facet of the query (its rare words,
+    numbers, codes): one that lacks one answers another question ("reset my PIN" is not
+    "reset my password")."""
 
 
 def distance_confidence(cosine: float | None, max_distance: float) -> float:
@@ -259,7 +263,10 @@ def compute_signals(
         "degraded_arms": float(degraded_arms),
         "query_terms": float(q_terms),
     }
-    return Signals(values, tuple(missing), answer_type)
+    covering = frozenset(
+        c.chunk_id for c in candidates if c.curated and not facet_coverage(query, [c.text])[1]
+    )
+    return Signals(values, tuple(missing), answer_type, covering)
 
 
 #: Every signal name a decision may carry (calibration coefficients must use these).

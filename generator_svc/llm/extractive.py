@@ -34,6 +34,10 @@ def _is_label(sentence: str) -> bool:
     return n < 4 or (n <= 8 and not sentence.rstrip("*_)").endswith((".", "!", "?", ":")))
 
 
+def _is_question(sentence: str) -> bool:
+    return _plain(sentence).rstrip().rstrip("\"'”’)*_ ").endswith(("?", "？", "؟"))
+
+
 def _plain(sentence: str) -> str:
     """Drop markdown emphasis; citation checks ignore it too."""
     return sentence.replace("**", "").replace("__", "")
@@ -121,7 +125,9 @@ class ExtractiveBackend:
         scored = []
         for position, (q, ts) in enumerate(zip(pool, terms, strict=True)):
             overlap = sum(idf[t] for t in query & ts)
-            if overlap <= 0 or _is_label(q.sentence):
+            # A question states nothing: a curated answer's own question, quoted, read as if
+            # the source said so ("How do I reset my password? [1]" for another question).
+            if overlap <= 0 or _is_label(q.sentence) or _is_question(q.sentence):
                 continue
             bonus = ANSWER_TYPE_BONUS if wanted and has_answer_type(q.sentence, wanted) else 1.0
             scored.append((bonus * overlap / (1 + RANK_DECAY * q.evidence), position, q))

@@ -213,3 +213,16 @@ def test_a_whole_chunk_and_a_final_list_item_without_a_full_stop_are_not_marked_
     picked += ExtractiveBackend(5).select(gen("how long do refunds take", REFUNDS))
     assert "Kestrel Express refunds can take up to 21 days." in [q.sentence for q in picked]
     assert not [q for q in picked if q.cut_head or q.cut_tail]
+
+
+async def test_a_question_in_the_evidence_is_never_quoted_as_an_answer() -> None:
+    # A curated answer holds its own question: quoted, "How do I reset my password? [1]" read as
+    # the source's answer to whatever was asked.
+    faq = EvidenceItem(
+        "faq#p0c0",
+        "Resetting your password",
+        "How do I reset my password?\nOpen Settings > Security and choose Reset password.",
+    )
+    _, draft = await run(gen("How do I reset my password?", faq))
+    assert "How do I reset my password?" not in draft.text
+    assert draft.text.startswith("Open Settings > Security and choose Reset password.")

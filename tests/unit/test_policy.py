@@ -257,6 +257,17 @@ def test_a_curated_answer_to_another_question_is_ordinary_evidence(cosine: float
     )
 
 
+def test_a_curated_answer_close_in_cosine_but_missing_a_facet_answers_another_question() -> None:
+    faq = dataclasses.replace(
+        cand(3, 0.65, kind=CURATED),
+        text="How do I reset my password?\nOpen Settings > Security and choose Reset password.",
+    )
+    pin = decide([cand(1, 0.2), faq], CONFIG, "How do I reset my PIN?")
+    assert pin.reason != "curated_answer"
+    asked = decide([cand(1, 0.2), faq], CONFIG, "I forgot my password, how can I reset it?")
+    assert asked.reason == "curated_answer"
+
+
 def test_the_curated_bound_is_configurable_and_checked() -> None:
     strict = parse_policy('version: "v"\ncurated_min_cosine: 0.9\n')
     assert decide([cand(1, 0.85, kind=CURATED)], strict).reason != "curated_answer"
