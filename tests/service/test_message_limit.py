@@ -106,7 +106,7 @@ def test_gate_evidence_over_the_send_limit_is_trimmed_before_the_token_is_signed
         with grpc.insecure_channel(stack.address("GateService")) as ch:
             events = list(
                 gate_pb2_grpc.GateServiceStub(ch).Ask(
-                    gate_pb2.AskRequest(tenant="t", query="What pressure for tyres 3?"),
+                    gate_pb2.AskRequest(tenant="t", query="What pressure for tyres?"),
                     timeout=30,
                 )
             )
