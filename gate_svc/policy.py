@@ -264,8 +264,8 @@ def _curated_first(
     "To the question asked": its dense cosine with the query reaches ``curated_min_cosine``
     and its text names every facet of the query (``Signals.curated_covering``). Being among the
     candidates is not enough: "How do I bake bread?" found "How do I reset my password?" by its
-    shared "How do I" and was answered at confidence 1.0; "How do I reset my PIN?" is close to
-    it in cosine, but "PIN" is not in it. Any other curated answer is weighed like any other
+    shared "How do I" and was answered at confidence 1.0; "change a recipient's email address"
+    reached cosine 0.61 with "change my email address", but "recipient" is not in it. Any other curated answer is weighed like any other
     evidence."""
     bound = b.config.curated_min_cosine
     curated = [

@@ -67,11 +67,7 @@ DOWNSTREAMS = ("retrieval", "generator")
 #: Why a decision that weighs the reader got no reading (``reader_fallbacks`` label).
 READER_FALLBACK_REASONS = ("DISABLED", "DEADLINE", "TIMEOUT", "ERROR")
 
-_ARM_NAMES = {
-    retrieval_pb2.ARM_DENSE: "dense",
-    retrieval_pb2.ARM_KEYWORD: "keyword",
-    retrieval_pb2.ARM_UNSPECIFIED: "unspecified",
-}
+_ARM_NAMES = {retrieval_pb2.ARM_DENSE: "dense", retrieval_pb2.ARM_KEYWORD: "keyword"}
 _OUTCOMES = {PASS: pb.OUTCOME_PASS, REFUSE: pb.OUTCOME_REFUSE, CLARIFY: pb.OUTCOME_CLARIFY}
 _TIERS = {
     CONFIDENT: evidence_pb2.TIER_CONFIDENT,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -177,18 +177,12 @@ def pair_coverage(query: str, evidence: Sequence[str]) -> float:
     return _best_pair(weight, _sentence_terms(weight, evidence))
 
 
-def _without_copies(
-    candidates: Sequence[CandidateView], score: Callable[[CandidateView], float | None]
-) -> list[float]:
-    """``score`` of each candidate, best first, leaving out any whose text (ignoring case and
-    spacing) a better-scored one already has."""
-    scored = sorted(
-        ((s, c) for c in candidates if (s := score(c)) is not None), key=lambda sc: -sc[0]
-    )
+def _without_copies(scored: Iterable[tuple[float | None, str]]) -> list[float]:
+    """The scores of (score, normalised text) pairs, best first, leaving out any whose text a
+    better-scored one already has."""
     seen: set[str] = set()
     out = []
-    for s, c in scored:
-        text = " ".join(c.text.split()).casefold()
+    for s, text in sorted(((s, t) for s, t in scored if s is not None), key=lambda st: -st[0]):
         if text not in seen:
             seen.add(text)
             out.append(s)
@@ -208,8 +202,11 @@ def compute_signals(
     fused = [c.fused_score for c in candidates]
     # The ratios ask how far the best stands from its rivals; a copy of its text (the same
     # article filed twice) is no rival, and read as one made every duplicated KB look contested.
-    rival_cosines = _without_copies(candidates, lambda c: c.cosine)
-    rival_fused = _without_copies(candidates, lambda c: c.fused_score)
+    texts = [" ".join(c.text.split()).casefold() for c in candidates]
+    rival_cosines = _without_copies((c.cosine, t) for c, t in zip(candidates, texts, strict=True))
+    rival_fused = _without_copies(
+        (c.fused_score, t) for c, t in zip(candidates, texts, strict=True)
+    )
     top = candidates[0] if candidates else None
     head = list(candidates[:5])
     evidence = [c.text for c in candidates[:evidence_k]]

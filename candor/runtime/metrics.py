@@ -145,7 +145,7 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                 # span without closing this generator, whose finally then runs too late to mark
                 # the span: the call's own done callback comes first.
                 span = trace.get_current_span()
-                ended: list[bool] = []
+                ended = False
 
                 def done(_: object) -> None:
                     if not ended:
@@ -161,7 +161,7 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                     await _abort_unexpected(context, details.method, exc)
                     raise
                 finally:
-                    ended.append(True)
+                    ended = True
                     m.handling.labels(*labels).observe(time.perf_counter() - start)
                     _finished(m, labels, code_of(context, error))
 

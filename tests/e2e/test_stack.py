@@ -534,7 +534,7 @@ def test_a_curated_answer_bypasses_the_gate_only_for_its_own_question(stack: Sta
         for off_topic in (
             "How do I bake sourdough bread at home?",
             "How do I fix a flat tyre?",
-            "How do I reset my PIN?",  # close in cosine; "PIN" is not in it
+            "How do I reset my PIN?",  # "PIN" is not in it
         ):
             d = decide(off_topic)
             assert d.reason != gate_pb2.REASON_CURATED_ANSWER, off_topic

