@@ -265,8 +265,8 @@ def _curated_first(
     and its text names every facet of the query (``Signals.curated_covering``). Being among the
     candidates is not enough: "How do I bake bread?" found "How do I reset my password?" by its
     shared "How do I" and was answered at confidence 1.0; "change a recipient's email address"
-    reached cosine 0.61 with "change my email address", but "recipient" is not in it. Any other curated answer is weighed like any other
-    evidence."""
+    reached cosine 0.61 with "change my email address", but "recipient" is not in it. Any
+    other curated answer is weighed like any other evidence."""
     bound = b.config.curated_min_cosine
     curated = [
         c
