@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import socket
 import subprocess
 import sys
@@ -23,13 +24,38 @@ def free_port() -> int:
     return free_ports(1)[0]
 
 
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct free ports. The sockets stay bound until all are picked: the kernel may
-    hand a just-released port straight back, and two services given one port fail to start."""
-    socks = [socket.socket() for _ in range(n)]
+def _below_ephemeral_range() -> range:
+    """Ports the kernel never hands out by itself (below its ephemeral range)."""
     try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    return range(max(1024, low - 12000), low)
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free ports. The sockets stay bound until all are picked: two services
+    given one port fail to start. The ports are drawn from below the kernel's ephemeral range:
+    a port picked there and released was taken, before the service bound it, by an outgoing
+    connection's local port or another server's port 0 (CI failed with EADDRINUSE on a
+    metrics port that way)."""
+    candidates = list(_below_ephemeral_range())
+    random.shuffle(candidates)
+    socks: list[socket.socket] = []
+    try:
+        for port in candidates:
+            if len(socks) == n:
+                break
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                s.close()
+                continue
+            socks.append(s)
+        if len(socks) < n:
+            raise RuntimeError(f"no {n} free ports below the ephemeral range")
         return [int(s.getsockname()[1]) for s in socks]
     finally:
         for s in socks:
