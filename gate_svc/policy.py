@@ -261,12 +261,13 @@ def _curated_first(
 ) -> Decision | None:
     """Seed 000: a curated answer to the question asked bypasses floor and gate, ranked first.
 
-    "To the question asked": its dense cosine with the query reaches ``curated_min_cosine``
-    and its text names every facet of the query (``Signals.curated_covering``). Being among the
-    candidates is not enough: "How do I bake bread?" found "How do I reset my password?" by its
-    shared "How do I" and was answered at confidence 1.0; "change a recipient's email address"
-    reached cosine 0.61 with "change my email address", but "recipient" is not in it. Any
-    other curated answer is weighed like any other evidence."""
+    "To the question asked": its own question asks what the query asks, word for word but for
+    scaffolding (``Signals.curated_covering``), and its dense cosine with the query reaches
+    ``curated_min_cosine``. Being among the candidates, close in cosine or naming every rare
+    word is not enough: "How do I bake bread?" found "How do I reset my password?" by its
+    shared "How do I", and "How do I turn off two-factor authentication?" reached cosine 0.72
+    with "How do I enable two-factor authentication?"; both were answered at confidence 1.0.
+    Any other curated answer is weighed like any other evidence."""
     bound = b.config.curated_min_cosine
     curated = [
         c

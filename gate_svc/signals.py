@@ -11,7 +11,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from candor.text import content_terms, expected_answer_type, has_answer_type, sentences, words
+from candor.text import (
+    content_terms,
+    expected_answer_type,
+    has_answer_type,
+    sentences,
+    stem,
+    words,
+)
 
 SOURCE_CURATED = 2
 #: Query terms at least this rare in English (wordfreq Zipf scale) are facets the evidence must
@@ -48,9 +55,8 @@ class Signals:
     missing_facets: tuple[str, ...]
     answer_type: str
     curated_covering: frozenset[str] = frozenset()
-    """Chunk ids of curated answers whose text names every facet of the query (its rare words,
-    numbers, codes): one that lacks one answers another question ("reset my PIN" is not
-    "reset my password")."""
+    """Chunk ids of curated answers whose own question asks what the query asks
+    (:func:`asks_the_same`): any other answers another question."""
 
 
 def distance_confidence(cosine: float | None, max_distance: float) -> float:
@@ -94,6 +100,77 @@ def facets(query: str) -> list[str]:
         ):
             out.setdefault(stemmed[0], None)
     return list(out)
+
+
+#: Words that shape a question without changing what it asks ("How can I …" is "How do I …").
+#: Wh-words, negations and particles are not among them: "why" is not "how", and "turn off" is
+#: not "turn on".
+QUESTION_SCAFFOLD = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "i",
+        "me",
+        "my",
+        "mine",
+        "we",
+        "us",
+        "our",
+        "ours",
+        "you",
+        "your",
+        "yours",
+        "it",
+        "its",
+        "to",
+        "do",
+        "does",
+        "did",
+        "can",
+        "could",
+        "would",
+        "will",
+        "shall",
+        "may",
+        "might",
+        "is",
+        "are",
+        "am",
+        "was",
+        "were",
+        "be",
+        "please",
+        "kindly",
+    ]
+)
+
+
+def question_key(text: str) -> tuple[str, ...]:
+    """A question's words in order, stemmed, without :data:`QUESTION_SCAFFOLD`, negations as
+    ``not``: two questions with one key ask the same thing."""
+    key = []
+    for w in words(text):
+        if w.endswith(("n't", "n’t")) or w == "cannot":
+            key.append("not")
+            continue
+        w = w.removesuffix("'s")
+        if w not in QUESTION_SCAFFOLD:
+            key.append(stem(w))
+    return tuple(key)
+
+
+def asks_the_same(query: str, curated_text: str) -> bool:
+    """Whether a curated answer (its question on the first line, as ingest stores it) answers
+    ``query``: the same words in the same order but for scaffolding.
+
+    Cosine and rare-word cover were not enough: "How do I turn off two-factor
+    authentication?" reached cosine 0.72 with a curated "How do I enable two-factor
+    authentication?" and "How do I cancel my order?" 0.66 with "How do I cancel my
+    subscription?", and both were answered from them at confidence 1.0. A paraphrase that is
+    not the same question is still answered, from the curated answer as ordinary evidence."""
+    key = question_key(query)
+    return bool(key) and key == question_key(curated_text.split("\n", 1)[0])
 
 
 def facet_coverage(query: str, evidence: Sequence[str]) -> tuple[float, list[str]]:
@@ -261,7 +338,7 @@ def compute_signals(
         "query_terms": float(q_terms),
     }
     covering = frozenset(
-        c.chunk_id for c in candidates if c.curated and not facet_coverage(query, [c.text])[1]
+        c.chunk_id for c in candidates if c.curated and asks_the_same(query, c.text)
     )
     return Signals(values, tuple(missing), answer_type, covering)
 

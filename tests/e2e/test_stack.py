@@ -535,10 +535,13 @@ def test_a_curated_answer_bypasses_the_gate_only_for_its_own_question(stack: Sta
             "How do I bake sourdough bread at home?",
             "How do I fix a flat tyre?",
             "How do I reset my PIN?",  # "PIN" is not in it
+            "How do I reset my email address?",  # cosine 0.66 with it
+            "I forgot my password, how can I reset it?",  # a paraphrase: ordinary evidence
         ):
             d = decide(off_topic)
             assert d.reason != gate_pb2.REASON_CURATED_ANSWER, off_topic
-            assert d.outcome == gate_pb2.OUTCOME_REFUSE, off_topic
-        asked = decide("I forgot my password, how can I reset it?")
+            if "password" not in off_topic:
+                assert d.outcome == gate_pb2.OUTCOME_REFUSE, off_topic
+        asked = decide("How can I reset my password")
         assert asked.reason == gate_pb2.REASON_CURATED_ANSWER
         assert asked.evidence[0].document_id == "faq-password"

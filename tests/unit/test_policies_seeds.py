@@ -162,8 +162,10 @@ def test_every_policy_handles_no_candidates_and_curated_answers() -> None:
     for name in ("seed000", "seed001", "seed003", "seed004"):
         cfg = parse_policy(f'version: "v"\npolicy: {name}\nclarify_on_no_hits: true\n')
         assert decide([], cfg).outcome == "clarify", name
-        curated = CandidateView("q1", "q1", "faq", "", "Q? A.", 2, 0.8, None, 0.001, 2, False)
-        d = decide([cand(1, 0.2, 0.01), curated], cfg)
+        curated = CandidateView(
+            "q1", "q1", "faq", "", "Can I ship batteries?\nNo.", 2, 0.8, None, 0.001, 2, False
+        )
+        d = decide([cand(1, 0.2, 0.01), curated], cfg, "Can I ship batteries?")
         assert (d.outcome, d.reason, d.evidence[0].chunk_id) == (PASS, "curated_answer", "q1")
 
 

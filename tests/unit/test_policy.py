@@ -233,9 +233,17 @@ def test_evidence_is_capped_at_max_evidence() -> None:
     assert d.signals["admitted_chunks"] == 7.0
 
 
+def faq(n: int, cosine: float | None, question: str, answer: str = "The answer.") -> CandidateView:
+    """A curated answer as ingest stores it: its question on the first line."""
+    return dataclasses.replace(cand(n, cosine, kind=CURATED), text=f"{question}\n{answer}")
+
+
+PASSWORD_FAQ = "How do I reset my password?"
+
+
 def test_a_curated_answer_to_the_question_passes_and_ranks_first_whatever_else_scores() -> None:
-    cands = [cand(1, 0.3), cand(2, 0.2), cand(3, 0.65, kind=CURATED), cand(4, 0.25)]
-    d = decide(cands, CONFIG)
+    cands = [cand(1, 0.3), cand(2, 0.2), faq(3, 0.65, PASSWORD_FAQ), cand(4, 0.25)]
+    d = decide(cands, CONFIG, "How can I reset my password")
     assert (d.outcome, d.reason, d.tier) == (PASS, "curated_answer", CONFIDENT)
     assert d.display_confidence == 100
     assert ids(d)[0] == "d3#p0c0"
@@ -247,8 +255,8 @@ def test_a_curated_answer_to_the_question_passes_and_ranks_first_whatever_else_s
 def test_a_curated_answer_to_another_question_is_ordinary_evidence(cosine: float | None) -> None:
     # "How do I bake bread?" found "How do I reset my password?" by its shared "How do I" and
     # was answered from it at confidence 1.0.
-    curated = cand(3, cosine, bm25=12.4, kind=CURATED)
-    d = decide([cand(1, 0.2), cand(2, 0.15), curated], CONFIG)
+    curated = dataclasses.replace(faq(3, cosine, PASSWORD_FAQ), bm25=12.4)
+    d = decide([cand(1, 0.2), cand(2, 0.15), curated], CONFIG, "How do I bake bread?")
     assert d.reason != "curated_answer"
     assert d.outcome == REFUSE
     calibrated = load_policy(DEFAULT_POLICY_PATH)
@@ -257,20 +265,60 @@ def test_a_curated_answer_to_another_question_is_ordinary_evidence(cosine: float
     )
 
 
-def test_a_curated_answer_close_in_cosine_but_missing_a_facet_answers_another_question() -> None:
-    faq = dataclasses.replace(
-        cand(3, 0.65, kind=CURATED),
-        text="How do I reset my password?\nOpen Settings > Security and choose Reset password.",
-    )
-    pin = decide([cand(1, 0.2), faq], CONFIG, "How do I reset my PIN?")
-    assert pin.reason != "curated_answer"
-    asked = decide([cand(1, 0.2), faq], CONFIG, "I forgot my password, how can I reset it?")
-    assert asked.reason == "curated_answer"
+@pytest.mark.parametrize(
+    ("curated_question", "query"),
+    [
+        (PASSWORD_FAQ, "How do I reset my PIN?"),
+        (PASSWORD_FAQ, "How do I reset my email address?"),
+        (PASSWORD_FAQ, "How do I reset someone else's password?"),
+        (PASSWORD_FAQ, "Why do I reset my password?"),
+        (PASSWORD_FAQ, "I forgot my password, how can I reset it?"),
+        (
+            "How do I enable two-factor authentication?",
+            "How do I turn off two-factor authentication?",
+        ),
+        (
+            "How do I turn on two-factor authentication?",
+            "How do I turn off two-factor authentication?",
+        ),
+        ("How do I cancel my subscription?", "How do I cancel my order?"),
+        ("How do I cancel my subscription?", "How do I pause my subscription?"),
+        ("Can I return a gift card?", "Can't I return a gift card?"),
+        (
+            "How do I move money from savings to checking?",
+            "How do I move money from checking to savings?",
+        ),
+    ],
+)
+def test_a_curated_answer_close_in_cosine_to_another_question_does_not_bypass_the_gate(
+    curated_question: str, query: str
+) -> None:
+    # Cosine 0.6-0.73 and every rare word named (an outside probe): each was answered from the
+    # other question's curated answer at confidence 1.0.
+    d = decide([cand(1, 0.2), faq(3, 0.72, curated_question)], CONFIG, query)
+    assert d.reason != "curated_answer"
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "How do I reset my password?",
+        "how can i reset my password",
+        "How to reset my password?",
+        "Please, how could I reset my passwords?",
+    ],
+)
+def test_the_same_question_worded_with_other_scaffolding_takes_the_curated_answer(
+    query: str,
+) -> None:
+    d = decide([cand(1, 0.2), faq(3, 0.9, PASSWORD_FAQ)], CONFIG, query)
+    assert d.reason == "curated_answer"
 
 
 def test_the_curated_bound_is_configurable_and_checked() -> None:
     strict = parse_policy('version: "v"\ncurated_min_cosine: 0.9\n')
-    assert decide([cand(1, 0.85, kind=CURATED)], strict).reason != "curated_answer"
+    assert decide([faq(1, 0.85, PASSWORD_FAQ)], strict, PASSWORD_FAQ).reason != "curated_answer"
+    assert decide([faq(1, 0.95, PASSWORD_FAQ)], strict, PASSWORD_FAQ).reason == "curated_answer"
     assert policy_thresholds(strict)["curated_min_cosine"] == 0.9
     with pytest.raises(PolicyError, match="curated_min_cosine must be in"):
         parse_policy('version: "v"\ncurated_min_cosine: 1.5\n')
