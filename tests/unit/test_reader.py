@@ -309,18 +309,47 @@ def test_the_no_reading_model_is_validated_and_listed() -> None:
         ("What is PX-403?\nwhat is px-403?", "What is PX-403?"),
         ("Why? Why not?", "Why? Why not?"),
         ("New York New York is a song by whom?", "New York New York is a song by whom?"),
+        ("New York New York", "New York New York"),
+        ("Is there a phone app? Is there a phone app", "Is there a phone app?"),
+        ("Is there a phone app? (Is there a phone app?)", "Is there a phone app?"),
+        ("Is there a phone app, is there a phone app", "Is there a phone app"),
+        ("Is there a phone app - Is there a phone app?", "Is there a phone app?"),
+        ("Is there a phone app??Is there a phone app", "Is there a phone app?"),
+        ("Is there a phone app.Is there a phone app.Is there a phone app", "Is there a phone app"),
+        ("Is there an app? Is there an app for Android?", "Is there an app for Android?"),
+        ("Is it free? Is it free?", "Is it free?"),
+        ("Is it? Is it free?", "Is it? Is it free?"),
+        (
+            "Who served in the Minnesota House of Representatives and the U.S. House of "
+            "Representatives?",
+            "Who served in the Minnesota House of Representatives and the U.S. House of "
+            "Representatives?",
+        ),
     ],
 )
 def test_the_reader_reads_each_sentence_of_the_question_once(query: str, read: str) -> None:
     assert reader_question(query) == read
 
 
-def test_a_repeated_question_reads_as_the_question() -> None:
-    # Sent twice, a help-centre near miss read 0.40 -> 0.91 and passed the gate.
+@pytest.mark.parametrize(
+    "twice",
+    [
+        "{q} {q}",
+        "{q} {q} {q}",
+        "{q} {bare}",
+        "{q} ({q})",
+        "{q}. {q}",
+        "{q}?? {q}",
+        "{bare}, {bare}",
+        "{bare} - {q}",
+    ],
+)
+def test_a_repeated_question_reads_as_the_question(twice: str) -> None:
+    # Sent twice, a help-centre near miss read 0.40 -> 0.91 and passed the gate; the second
+    # copy without its "?" or in brackets read 0.31 -> 0.80-0.89 and passed.
     question = "Is there a Parcelio phone app for managing shipments on the go?"
+    sent = twice.format(q=question, bare=question.rstrip("?"))
+    single = question if "?" in sent else question.rstrip("?")
     chunk = "Parcelio is a web app for small businesses. It runs in any modern browser."
-    once, twice, thrice = (
-        shared_reader().score(q, [chunk])[0]
-        for q in (question, f"{question} {question}", f"{question} {question} {question}")
-    )
-    assert once == twice == thrice
+    once, again = (shared_reader().score(q, [chunk])[0] for q in (single, sent))
+    assert again == pytest.approx(once, abs=0.01)
