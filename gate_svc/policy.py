@@ -626,6 +626,15 @@ def decide(
         if rerank.scale:
             s.values["rerank_top_scale"] = float(max(rerank.scale.values()))
     decision = POLICIES[config.policy](candidates, s, config, rerank)
+    unreadable = sorted(k for k, v in s.values.items() if not math.isfinite(v))
+    if decision.outcome != REFUSE and (unreadable or not math.isfinite(decision.confidence)):
+        # Every bound is a `<` test that NaN fails, so a NaN score (a broken backend or
+        # embedder) fell through to PASS; nothing unreadable may pass.
+        return _Builder(s, config, decision.thresholds).refuse(
+            "low_confidence",
+            "signals are not finite numbers: " + (", ".join(unreadable) or "confidence"),
+            0.0,
+        )
     if not imputed:
         return decision
     note = (

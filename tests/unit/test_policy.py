@@ -29,6 +29,7 @@ from gate_svc.policy import (
     parse_policy,
     policy_thresholds,
 )
+from gate_svc.reader_view import ReaderView
 from gate_svc.signals import (
     ARM_SIGNALS,
     SIGNAL_DOMAINS,
@@ -513,3 +514,18 @@ def test_keyword_only_evidence_is_judged_with_the_dense_signals_against_it() -> 
         decide(views, seed, query, missing_arms=("dense",)).detail
         == decide(views, seed, query).detail
     )
+
+
+@pytest.mark.parametrize("policy", ["calibrated", "seed000", "seed001", "seed003", "seed004"])
+def test_a_score_that_is_not_a_number_never_passes(policy: str) -> None:
+    # Every bound is a `<` test, which NaN fails: a NaN cosine passed the calibrated gate.
+    config = load_policy(DEFAULT_POLICY_PATH)
+    if policy != "calibrated":
+        config = parse_policy(f'version: "v"\npolicy: {policy}\n')
+    good = [cand(1, 0.9, bm25=20.0, fused=0.03, in_both=True), cand(2, 0.7, fused=0.01)]
+    nan = [dataclasses.replace(good[0], cosine=math.nan), good[1]]
+    question = "What is the capital of France?"
+    assert decide(good, config, question, reader=ReaderView((0.9,))).outcome == PASS
+    d = decide(nan, config, question, reader=ReaderView((0.9,)))
+    assert (d.outcome, d.confidence) == (REFUSE, 0.0)
+    assert "not finite" in d.detail
