@@ -616,29 +616,34 @@ def build_retrieval(settings: Settings) -> ServiceSpec:
             lock.unclean_pid,
             extra={"data_dir": str(data_dir)},
         )
+    kb: KnowledgeBase | None = None
     try:
         check_start_space(settings.retrieval)
         kb = _open_knowledge_base(settings, data_dir)
+        metrics = ServiceMetrics()
+        retrieval_metrics = RetrievalMetrics(metrics)
+        # A restarted pod reports the index it opened, not nothing until the next upsert.
+        retrieval_metrics.index_size(kb.sizes())
+        servicer = RetrievalServicer(
+            kb,
+            settings,
+            Authenticator(settings.auth, SERVICE_NAME),
+            retrieval_metrics,
+            rewriter=build_rewriter(settings.retrieval.rewrite),
+            question_generator=build_question_generator(settings.retrieval.hypothetical),
+        )
     except BaseException:
+        # An LLM key file that cannot be read fails here, after the stores opened.
+        if kb is not None:
+            kb.close()
         if lock is not None:
             lock.release()
         raise
-    metrics = ServiceMetrics()
-    retrieval_metrics = RetrievalMetrics(metrics)
-    # A restarted pod reports the index it opened, not nothing until the next upsert.
-    retrieval_metrics.index_size(kb.sizes())
-    servicer = RetrievalServicer(
-        kb,
-        settings,
-        Authenticator(settings.auth, SERVICE_NAME),
-        retrieval_metrics,
-        rewriter=build_rewriter(settings.retrieval.rewrite),
-        question_generator=build_question_generator(settings.retrieval.hypothetical),
-    )
+    opened = kb
 
     async def on_stop() -> None:
         await servicer.close()
-        await asyncio.to_thread(kb.close)
+        await asyncio.to_thread(opened.close)
         if lock is not None:
             lock.release()
 

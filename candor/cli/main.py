@@ -119,6 +119,7 @@ def parser() -> argparse.ArgumentParser:
 async def _serve(args: argparse.Namespace) -> int:
     from candor.cli.stack import start_stack
     from candor.runtime.server import serve_until_signal
+    from candor.secrets import SecretError
     from candor.token import SigningKeyError
     from retrieval_svc.stores.data_dir import DataDirError
 
@@ -133,9 +134,13 @@ async def _serve(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     try:
         services = await start_stack(settings, args.service)
-    except (SettingsError, DataDirError, SigningKeyError) as exc:
+    except Exception as exc:
+        # Any start-up failure (a port taken, a key file missing, an LLM backend without its
+        # model) is one JSON line: a crash-looping pod's log says why in `kubectl logs`.
+        said = (SettingsError, DataDirError, SigningKeyError, SecretError, OSError)
+        error = str(exc) if isinstance(exc, said) else f"{type(exc).__name__}: {exc}"
         log.debug("cannot start", exc_info=exc)  # the traceback, for whoever asks for it
-        log.error("cannot start", extra={"error": str(exc)})
+        log.error("cannot start", extra={"error": error})
         return 2
     if args.demo:
         # `make run` is read by a person: the addresses in plain words, beside the JSON logs.

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
+from wsgiref.simple_server import WSGIServer
 
 import grpc
 from opentelemetry import trace
@@ -23,6 +24,7 @@ class ServiceMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        self._http: WSGIServer | None = None
         labels = ["grpc_type", "grpc_service", "grpc_method"]
         self.started = Counter(
             "grpc_server_started_total",
@@ -53,7 +55,17 @@ class ServiceMetrics:
     def serve(self, host: str, port: int) -> None:
         """Expose /metrics on its own port (0 disables)."""
         if port:
-            start_http_server(port, addr=host, registry=self.registry)
+            try:
+                self._http, _ = start_http_server(port, addr=host, registry=self.registry)
+            except OSError as exc:
+                raise OSError(exc.errno, f"cannot serve metrics on {host}:{port}: {exc}") from exc
+
+    def close(self) -> None:
+        """Stop serving /metrics and release its port; idempotent."""
+        http, self._http = self._http, None
+        if http is not None:
+            http.shutdown()
+            http.server_close()
 
 
 def _split(method: str) -> tuple[str, str]:
@@ -92,8 +104,10 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
     server span and logs a servicer's unexpected exception under the call's trace id (so it
     must run inside the OpenTelemetry interceptor)."""
 
-    def __init__(self, metrics: ServiceMetrics) -> None:
+    def __init__(self, metrics: ServiceMetrics, services: Iterable[str] = ()) -> None:
         self._m = metrics
+        self._services = frozenset(services)
+        """The services this server has: the only grpc_service values an unknown method gets."""
 
     async def intercept_service(
         self,
@@ -106,9 +120,11 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
         if handler is None:
             # grpc answers UNIMPLEMENTED itself, past every interceptor: counted here, or a
             # caller on a newer API than this server would never show in the error ratio. The
-            # call type is unknown without a handler. Only peers the NetworkPolicies admit
-            # reach the port, which bounds the names.
-            labels = ("unknown", service, method)
+            # call type is unknown without a handler, and the path is the caller's to choose
+            # (300 made-up methods were 1,200 series): the method is "unknown", and so is a
+            # service this server does not have; the path is logged.
+            log.info("unimplemented method called", extra={"grpc_path": details.method[:256]})
+            labels = ("unknown", service if service in self._services else "unknown", "unknown")
             m.started.labels(*labels).inc()
             m.handled.labels(*labels, grpc.StatusCode.UNIMPLEMENTED.name).inc()
             return handler

@@ -59,52 +59,58 @@ class RunningService:
     async def stop(self, grace: float | None = None) -> None:
         grace = self.spec.settings.grace_seconds if grace is None else grace
         await self.server.stop(grace)
+        self.spec.metrics.close()
         if self.spec.on_stop is not None:
             await self.spec.on_stop()
 
 
 def server_interceptors(
-    metrics: ServiceMetrics, tracer_provider: TracerProvider | None = None
+    metrics: ServiceMetrics,
+    tracer_provider: TracerProvider | None = None,
+    services: Sequence[str] = (),
 ) -> list[grpc.aio.ServerInterceptor]:
     """Tracing outermost, metrics inside it: the metrics interceptor records each call's
     status on the span the tracing one opened."""
     return [
         aio_server_interceptor(tracer_provider),  # type: ignore[no-untyped-call]
-        MetricsInterceptor(metrics),
+        MetricsInterceptor(metrics, services),
     ]
 
 
 async def start_service(spec: ServiceSpec) -> RunningService:
-    """Start one service; returns once it is listening and SERVING."""
-    configure_tracing(spec.name)
+    """Start one service; returns once it is listening and SERVING.
+
+    A service that cannot come up whole (a bad tracing setting, its gRPC or metrics port
+    taken, a watcher that fails) does not go on listening, nor keep its metrics port, stores
+    and data-dir lock: the caller never gets a handle to stop it with."""
     s = spec.settings
-    server = grpc.aio.server(
-        interceptors=server_interceptors(spec.metrics),
-        options=[
-            ("grpc.max_receive_message_length", s.max_message_bytes),
-            ("grpc.max_send_message_length", s.max_message_bytes),
-            ("grpc.max_connection_age_ms", int(s.max_connection_age_seconds * 1000)),
-            ("grpc.max_connection_age_grace_ms", int(s.grace_seconds * 1000)),
-        ],
-    )
-    spec.register(server)
-    health_servicer = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        (spec.name, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-    )
-    port = server.add_insecure_port(f"{s.host}:{s.port}")
-    if port == 0:
-        raise OSError(f"cannot bind {s.host}:{s.port} for {spec.name}")
-    await server.start()
+    server: grpc.aio.Server | None = None
     try:
+        configure_tracing(spec.name)
+        server = grpc.aio.server(
+            interceptors=server_interceptors(spec.metrics, services=[spec.name]),
+            options=[
+                ("grpc.max_receive_message_length", s.max_message_bytes),
+                ("grpc.max_send_message_length", s.max_message_bytes),
+                ("grpc.max_connection_age_ms", int(s.max_connection_age_seconds * 1000)),
+                ("grpc.max_connection_age_grace_ms", int(s.grace_seconds * 1000)),
+            ],
+        )
+        spec.register(server)
+        health_servicer = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+        reflection.enable_server_reflection(
+            (spec.name, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+        )
+        port = _bind(server, s.host, s.port, spec.name)
+        await server.start()
         spec.metrics.serve(s.host, s.metrics_port)
         if spec.on_start is not None:
             await spec.on_start()
     except BaseException:
-        # A service that cannot come up whole (its metrics port taken, say) must not go on
-        # listening, nor keep its stores and data-dir lock: the caller never gets a handle.
-        await server.stop(0)
+        if server is not None:
+            await server.stop(0)
+        spec.metrics.close()
         if spec.on_stop is not None:
             await spec.on_stop()
         raise
@@ -115,6 +121,22 @@ async def start_service(spec: ServiceSpec) -> RunningService:
         extra={"service": spec.name, "address": running.address, "metrics_port": s.metrics_port},
     )
     return running
+
+
+def _bind(server: grpc.aio.Server, host: str, port: int, name: str) -> int:
+    # grpcio raises a bare "Failed to bind ... GRPC_VERBOSITY=debug" RuntimeError (older
+    # versions returned 0): say which service and address instead.
+    try:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError as exc:
+        raise OSError(
+            f"cannot listen on {host}:{port} for {name}: port in use or address unavailable"
+        ) from exc
+    if bound == 0:
+        raise OSError(
+            f"cannot listen on {host}:{port} for {name}: port in use or address unavailable"
+        )
+    return int(bound)
 
 
 async def shutdown(services: Sequence[RunningService]) -> None:

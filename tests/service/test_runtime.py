@@ -109,8 +109,26 @@ def test_a_method_the_server_does_not_have_is_counted_unimplemented(slow_server)
     with grpc.insecure_channel(target) as ch, pytest.raises(grpc.RpcError) as err:
         ch.unary_unary(f"/{SERVICE}/Missing")(b"", timeout=5)
     assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
-    labels = {"grpc_service": SERVICE, "grpc_method": "Missing", "grpc_code": "UNIMPLEMENTED"}
+    labels = {"grpc_service": SERVICE, "grpc_method": "unknown", "grpc_code": "UNIMPLEMENTED"}
     assert metric_value(scrape(metrics_port), "grpc_server_handled_total", labels) == 1
+
+
+def test_made_up_methods_and_services_add_no_series(slow_server):  # type: ignore[no-untyped-def]
+    # The path is the caller's to choose: each made-up name was a series of its own.
+    _, target, metrics_port = slow_server
+    with grpc.insecure_channel(target) as ch:
+        for path in [f"/{SERVICE}/Junk{i}" for i in range(20)] + [f"/x{i}.Y/Z" for i in range(20)]:
+            with pytest.raises(grpc.RpcError):
+                ch.unary_unary(path)(b"", timeout=5)
+    text = scrape(metrics_port)
+    handled = [
+        line
+        for line in text.splitlines()
+        if line.startswith("grpc_server_handled_total{") and "UNIMPLEMENTED" in line
+    ]
+    assert len(handled) == 2, handled
+    assert metric_value(text, "grpc_server_handled_total", {"grpc_service": "unknown"}) == 20
+    assert "Junk" not in text and "x1.Y" not in text
 
 
 def test_a_service_that_cannot_serve_metrics_stops_listening_and_releases_what_it_holds() -> None:
@@ -149,5 +167,53 @@ def test_a_service_that_cannot_serve_metrics_stops_listening_and_releases_what_i
             grpc.channel_ready_future(ch).result(timeout=0.5)
     finally:
         taken.close()
+        loop.run(asyncio.sleep(0))
+        loop.close()
+
+
+@pytest.mark.parametrize("taken", ["grpc", "on_start"])
+def test_a_service_that_cannot_come_up_releases_its_ports_and_what_it_holds(taken: str) -> None:
+    # grpcio raises on a taken port (it no longer returns 0), past the clean-up that covered
+    # only the metrics port and on_start; a failed on_start left the metrics port bound.
+    import asyncio
+    import socket
+
+    from candor.runtime.server import ServiceSpec, start_service
+    from candor.settings import ServerSettings
+    from tests.helpers import LoopThread
+    from tests.service.slow_server import _register
+
+    grpc_port, metrics_port = free_ports(2)
+    holder = socket.socket()
+    if taken == "grpc":
+        holder.bind(("127.0.0.1", grpc_port))
+        holder.listen()
+    closed: list[bool] = []
+
+    async def on_stop() -> None:
+        closed.append(True)
+
+    async def on_start() -> None:
+        raise RuntimeError("a watcher failed")
+
+    spec = ServiceSpec(
+        SERVICE,
+        _register,
+        ServerSettings(host="127.0.0.1", port=grpc_port, metrics_port=metrics_port),
+        on_stop=on_stop,
+        on_start=on_start if taken == "on_start" else None,
+    )
+    loop = LoopThread()
+    try:
+        with pytest.raises(OSError if taken == "grpc" else RuntimeError) as err:
+            loop.run(start_service(spec))
+        if taken == "grpc":
+            assert f"cannot listen on 127.0.0.1:{grpc_port} for {SERVICE}" in str(err.value)
+        assert closed == [True], "the stores and data-dir lock stayed held"
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(("127.0.0.1", metrics_port))  # the metrics port was released
+    finally:
+        holder.close()
         loop.run(asyncio.sleep(0))
         loop.close()

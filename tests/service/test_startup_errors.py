@@ -14,7 +14,7 @@ from retrieval_svc.stores import data_dir
 from retrieval_svc.stores.data_dir import MIB
 from retrieval_svc.stores.edge import EdgeDenseStore
 from retrieval_svc.stores.tantivy_store import TantivyKeywordStore
-from tests.helpers import stack_env
+from tests.helpers import free_ports, stack_env
 
 
 async def _stop_at_once(services: list[RunningService]) -> None:
@@ -103,3 +103,49 @@ def test_a_lock_file_that_cannot_be_created_is_one_line_naming_the_data_dir(
     assert (line["msg"], line["error"]) == ("cannot start", why)
     assert main(["verify"]) == 2
     assert capsys.readouterr().err == f"candor: {why}\n"
+
+
+@pytest.mark.parametrize("cause", ["grpc_port", "metrics_port", "tracing", "key_file"])
+def test_a_start_that_fails_after_the_stores_opened_is_one_line_and_a_clean_stop(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    cause: str,
+) -> None:
+    # Each was a Python traceback (exit 1), and the lock file kept the pid, so the next start
+    # warned that the previous run had not shut down cleanly.
+    import socket
+
+    env = stack_env(str(tmp_path))
+    holder = socket.socket()
+    if cause in ("grpc_port", "metrics_port"):
+        port = free_ports(1)[0]
+        holder.bind(("127.0.0.1", port))
+        holder.listen()
+        key = "PORT" if cause == "grpc_port" else "METRICS_PORT"
+        env[f"CANDOR_RETRIEVAL__SERVER__{key}"] = str(port)
+    elif cause == "tracing":
+        from candor.runtime import tracing
+
+        env["OTEL_TRACES_EXPORTER"] = "zipkin"
+        monkeypatch.setattr(tracing, "_configured", False)  # as in a process of its own
+    else:
+        env.update(
+            {
+                "CANDOR_RETRIEVAL__REWRITE__BACKEND": "openai_compat",
+                "CANDOR_RETRIEVAL__REWRITE__BASE_URL": "http://127.0.0.1:9/v1",
+                "CANDOR_RETRIEVAL__REWRITE__MODEL": "m",
+                "CANDOR_RETRIEVAL__REWRITE__API_KEY_FILE": str(tmp_path / "missing-key"),
+            }
+        )
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(server, "serve_until_signal", _stop_at_once)
+    try:
+        assert main(["serve", "--service", "retrieval"]) == 2
+    finally:
+        holder.close()
+    lines = [json.loads(text) for text in capsys.readouterr().err.strip().splitlines()]
+    errors = [line for line in lines if line["level"] == "ERROR"]
+    assert [line["msg"] for line in errors] == ["cannot start"], lines
+    assert (tmp_path / ".candor.lock").read_text() == "", "the lock file says an unclean stop"
