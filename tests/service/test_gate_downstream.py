@@ -25,5 +25,6 @@ def test_an_unreachable_retrieval_is_counted_unavailable_by_the_gate(tmp_path: P
     calls = "candor_gate_downstream_calls_total"
     assert metric_value(text, calls, {"downstream": "retrieval", "grpc_code": "UNAVAILABLE"}) == 1
     assert metric_value(text, calls, {"downstream": "retrieval", "grpc_code": "OK"}) == 0
-    # Zero from start-up, so a ratio over it exists before the first failure.
+    # Zero from start-up, so the error ratio (whose rule reads a downstream with no error
+    # series as 0) exists before the first call.
     assert f'{calls}{{downstream="generator",grpc_code="OK"}} 0.0' in text
