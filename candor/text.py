@@ -170,6 +170,58 @@ STOPWORDS = frozenset(
 )
 
 
+#: Words that shape a sentence without changing what it says ("How can I …" asks what "How do
+#: I …" asks; "you can void" claims what "can be voided" claims). Wh-words, negations and
+#: particles are not among them: "why" is not "how", and "turn off" is not "turn on".
+SCAFFOLD = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "i",
+        "me",
+        "my",
+        "mine",
+        "we",
+        "us",
+        "our",
+        "ours",
+        "you",
+        "your",
+        "yours",
+        "it",
+        "its",
+        "to",
+        "do",
+        "does",
+        "did",
+        "can",
+        "could",
+        "would",
+        "will",
+        "shall",
+        "may",
+        "might",
+        "is",
+        "are",
+        "am",
+        "was",
+        "were",
+        "be",
+        "please",
+        "kindly",
+    ]
+)
+
+
+@lru_cache(maxsize=65536)
+def zipf(word: str) -> float:
+    """How common ``word`` is in English (wordfreq's Zipf scale: ~3 is once per million words)."""
+    from wordfreq import zipf_frequency
+
+    return float(zipf_frequency(word, "en"))
+
+
 def units(text: str) -> list[str]:
     """The text's :data:`UNIT` s in order; joined, they give the text back without its leading
     whitespace."""

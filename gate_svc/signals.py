@@ -9,15 +9,16 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 from candor.text import (
+    SCAFFOLD,
     content_terms,
     expected_answer_type,
     has_answer_type,
     sentences,
     stem,
     words,
+    zipf,
 )
 
 SOURCE_CURATED = 2
@@ -74,13 +75,6 @@ def _ratio(first: float, second: float) -> float:
     return min(first / second, 10.0)
 
 
-@lru_cache(maxsize=65536)
-def _zipf(word: str) -> float:
-    from wordfreq import zipf_frequency
-
-    return float(zipf_frequency(word, "en"))
-
-
 def facets(query: str) -> list[str]:
     """The query's must-cover terms: rare words, numbers, codes and names (stemmed)."""
     raw = query.split()
@@ -96,58 +90,14 @@ def facets(query: str) -> list[str]:
             any(ch.isdigit() for ch in w)
             or _CODE.match(w)
             or w in capitalised
-            or _zipf(w) < RARE_ZIPF
+            or zipf(w) < RARE_ZIPF
         ):
             out.setdefault(stemmed[0], None)
     return list(out)
 
 
-#: Words that shape a question without changing what it asks ("How can I …" is "How do I …").
-#: Wh-words, negations and particles are not among them: "why" is not "how", and "turn off" is
-#: not "turn on".
-QUESTION_SCAFFOLD = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "i",
-        "me",
-        "my",
-        "mine",
-        "we",
-        "us",
-        "our",
-        "ours",
-        "you",
-        "your",
-        "yours",
-        "it",
-        "its",
-        "to",
-        "do",
-        "does",
-        "did",
-        "can",
-        "could",
-        "would",
-        "will",
-        "shall",
-        "may",
-        "might",
-        "is",
-        "are",
-        "am",
-        "was",
-        "were",
-        "be",
-        "please",
-        "kindly",
-    ]
-)
-
-
 def question_key(text: str) -> tuple[str, ...]:
-    """A question's words in order, stemmed, without :data:`QUESTION_SCAFFOLD`, negations as
+    """A question's words in order, stemmed, without :data:`~candor.text.SCAFFOLD`, negations as
     ``not``: two questions with one key ask the same thing."""
     key = []
     for w in words(text):
@@ -155,7 +105,7 @@ def question_key(text: str) -> tuple[str, ...]:
             key.append("not")
             continue
         w = w.removesuffix("'s")
-        if w not in QUESTION_SCAFFOLD:
+        if w not in SCAFFOLD:
             key.append(stem(w))
     return tuple(key)
 
@@ -185,7 +135,7 @@ def facet_coverage(query: str, evidence: Sequence[str]) -> tuple[float, list[str
 
 def _question_weights(query: str) -> dict[str, float]:
     """IDF-like weight per query term: rare words count more than common ones."""
-    return {t: max(0.5, 8.0 - _zipf(t)) for t in content_terms(query)}
+    return {t: max(0.5, 8.0 - zipf(t)) for t in content_terms(query)}
 
 
 SentenceTerms = list[tuple[int, str, set[str]]]

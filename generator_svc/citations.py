@@ -5,8 +5,10 @@ from __future__ import annotations
 import difflib
 import re
 import unicodedata
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+
+from candor.text import SCAFFOLD, sentences, stem, zipf
 
 _QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"', "„": '"', "´": "'", "`": "'"})
 FUZZY_MIN_RATIO = 0.9
@@ -20,6 +22,9 @@ class CitationClaim:
     quote: str
     sentence: str = ""
     """The whole sentence the citation closes, when the quote is only part of it."""
+    lead_in: str = ""
+    """The line a cited list item completes ("Phone support is included in:"), which the
+    item's source sentence must say too: "- Basic [1]" alone holds wherever "Basic" stands."""
 
 
 @dataclass(frozen=True)
@@ -33,7 +38,7 @@ class CitationCheck:
 _NEGATIONS = frozenset(
     [
         *("not", "no", "never", "cannot", "without", "none", "nor", "neither", "nothing"),
-        *("nobody", "nowhere", "unable", "except", "only"),
+        *("nobody", "nowhere", "unable", "except", "only", "unless"),
     ]
 )
 _NUMBER_WORDS = frozenset(
@@ -44,9 +49,64 @@ _NUMBER_WORDS = frozenset(
         *("first", "second", "third", "once", "dozen", "quarter"),
     ]
 )
-# A number with its decimal or thousands separators and unit sign is one token: "2.5%" must not
-# compare equal to "5.2%" by its digits.
-_TOKEN = re.compile(r"\d+(?:[.,:/]\d+)*%?|\w+(?:'\w+)*")
+_SYMBOLS = "$€£¥<>≤≥"
+# A number with its sign, currency, decimal or thousands separators and unit is one token:
+# "2.5%" is not "5.2%", "$50" not "€50", "-20°c" not "20°c". Comparison signs and a currency
+# standing alone are tokens too ("< 5 ms" is not "> 5 ms").
+_TOKEN = re.compile(
+    r"(?<!\w)[-+]?[$€£¥]?\d+(?:[.,:/]\d+)*(?:%|°[cf]?)?"
+    rf"|[{_SYMBOLS}]"
+    r"|\w+(?:'\w+)*"
+)
+#: Words around a quote that carry nothing to check: "the guide says" frames a claim. Particles
+#: and quantifiers ("on", "off", "all", "most") are not among them.
+_CONNECTIVES = frozenset(
+    [
+        "in",
+        "of",
+        "for",
+        "with",
+        "at",
+        "by",
+        "from",
+        "as",
+        "and",
+        "or",
+        "that",
+        "this",
+        "these",
+        "those",
+        "which",
+        "there",
+        "here",
+        "so",
+        "also",
+        "too",
+        "then",
+        "according",
+        "say",
+        "says",
+        "said",
+        "state",
+        "states",
+        "stated",
+        "note",
+        "notes",
+        "mention",
+        "mentions",
+        "explain",
+        "explains",
+        "documentation",
+        "docs",
+        "guide",
+        "article",
+        "source",
+        "evidence",
+    ]
+)
+#: A one-letter change in a word at least this common in English makes another word ("hire"
+#: for "fire", "charge" for "change"), not a misspelling.
+COMMON_WORD_ZIPF = 3.0
 
 
 def _tokens(text: str) -> list[str]:
@@ -58,14 +118,26 @@ def _is_critical(token: str) -> bool:
         any(ch.isdigit() for ch in token)
         or token in _NEGATIONS
         or token in _NUMBER_WORDS
+        or token in _SYMBOLS
+        or token == "yes"
         or token.endswith("n't")
     )
 
 
 def critical_tokens(text: str) -> list[str]:
-    """Tokens whose change flips a claim, in order: numbers (digits or words) and negations.
-    In order, so "a 6-digit code every 30 seconds" is not "a 30-digit code every 6 seconds"."""
+    """Tokens whose change flips a claim, in order: numbers (digits or words, with their sign,
+    currency and unit), comparison signs, yes and negations. In order, so "a 6-digit code every
+    30 seconds" is not "a 30-digit code every 6 seconds"."""
     return [t for t in _tokens(text) if _is_critical(t)]
+
+
+def _negations(tokens: Iterable[str]) -> set[str]:
+    # "can't", "cannot" and "can not" say one thing.
+    return {
+        "not" if t.endswith("n't") or t == "cannot" else t
+        for t in tokens
+        if t in _NEGATIONS or t.endswith("n't")
+    }
 
 
 def _one_edit(a: str, b: str) -> bool:
@@ -82,24 +154,24 @@ def _one_edit(a: str, b: str) -> bool:
 
 def _typo(source_word: str, quote_word: str) -> bool:
     """A misspelling, not another word: one edit in a word of four letters or more that is
-    neither a number nor a negation ("older" is not a typo of "younger")."""
+    neither a number nor a negation ("older" is not a typo of "younger"), and that leaves no
+    common English word ("fire" is not a typo of "hire")."""
     return (
         min(len(source_word), len(quote_word)) >= 4
         and not _is_critical(source_word)
         and not _is_critical(quote_word)
         and _one_edit(source_word, quote_word)
+        and zipf(quote_word) < COMMON_WORD_ZIPF
     )
 
 
-def _widen(source: str, span: str) -> str:
+def _widen(source: str, start: int, end: int) -> tuple[int, int]:
     """Extend an aligned span to whole words, so a cut-off number is compared whole."""
-    start = source.find(span)
-    end = start + len(span)
     while start > 0 and not source[start - 1].isspace():
         start -= 1
     while end < len(source) and not source[end].isspace():
         end += 1
-    return source[start:end]
+    return start, end
 
 
 def normalise(text: str) -> str:
@@ -109,24 +181,46 @@ def normalise(text: str) -> str:
     return " ".join(text.split())
 
 
-def quote_holds(quote: str, source: str) -> bool:
-    """True if ``quote`` occurs in ``source`` after normalising, allowing small edits."""
-    q, s = normalise(quote), normalise(source)
-    if not q:
+def _whole_words(s: str, start: int, end: int) -> bool:
+    """``s[start:end]`` neither starts nor ends inside a word or number: "used" is not found in
+    "unused", "$50" not in "$500", "2" not in "21", "EU" not in "Non-EU"."""
+    if s[start].isalnum() and start > 0 and (s[start - 1].isalnum() or s[start - 1] in "-'$€£¥+"):
         return False
-    if q in s:
+    last = end  # just past the quote's last letter or digit: "$5." must not end in "$5.50"
+    while last > start and not s[last - 1].isalnum():
+        last -= 1
+    if last == start or last == len(s):
         return True
+    after = s[last]
+    if last == end and (after.isalnum() or after in "-'%°"):
+        return False
+    return not (
+        s[last - 1].isdigit() and after in ".,:/" and last + 1 < len(s) and s[last + 1].isdigit()
+    )
+
+
+def _occurrences(q: str, s: str) -> list[tuple[int, int]]:
+    """Where normalised quote ``q`` stands in normalised source ``s``: each exact occurrence
+    on word edges, else the one place it matches with misspellings at most; [] if nowhere."""
+    found = []
+    at = s.find(q)
+    while at >= 0:
+        if _whole_words(s, at, at + len(q)):
+            found.append((at, at + len(q)))
+        at = s.find(q, at + 1)
+    if found:
+        return found
     matcher = difflib.SequenceMatcher(None, s, q, autojunk=False)
     blocks = [b for b in matcher.get_matching_blocks() if b.size]
     matched = sum(b.size for b in blocks)
     if not blocks or matched / len(q) < FUZZY_MIN_RATIO:
-        return False
+        return []
     # Small typos are tolerated; a changed number, a dropped "not" or another word is not a
     # typo: word by word, the quote must be the source's span with misspellings at most.
-    span = _tokens(_widen(s, s[blocks[0].a : blocks[-1].a + blocks[-1].size]))
-    words = _tokens(q)
+    start, end = _widen(s, blocks[0].a, blocks[-1].a + blocks[-1].size)
+    span, words = _tokens(s[start:end]), _tokens(q)
     if critical_tokens(" ".join(words)) != critical_tokens(" ".join(span)):
-        return False
+        return []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(
         None, span, words, autojunk=False
     ).get_opcodes():
@@ -135,26 +229,117 @@ def quote_holds(quote: str, source: str) -> bool:
             typos and all(_typo(a, b) for a, b in zip(span[i1:i2], words[j1:j2], strict=True))
         ):
             continue
-        return False
-    return True
+        return []
+    return [(start, end)]
 
 
-def claim_holds(claim: str, quote: str, source: str) -> str:
+def quote_holds(quote: str, source: str) -> bool:
+    """True if ``quote`` occurs in ``source`` after normalising, allowing small edits."""
+    q = normalise(quote)
+    return bool(q) and bool(_occurrences(q, normalise(source)))
+
+
+def _sentence_spans(source: str, s: str) -> list[tuple[int, int]]:
+    """Where each sentence of ``source`` (list items and headings apart) stands in ``s``, its
+    normalised text."""
+    spans, cursor = [], 0
+    for sentence in sentences(source):
+        piece = normalise(sentence)
+        at = s.find(piece, cursor) if piece else -1
+        if at >= 0:
+            spans.append((at, at + len(piece)))
+            cursor = at + len(piece)
+    return spans
+
+
+def _window(spans: Sequence[tuple[int, int]], s: str, start: int, end: int) -> str:
+    """The source sentences a match at ``s[start:end]`` touches."""
+    touched = [(a, b) for a, b in spans if a < end and start < b]
+    if not touched:
+        return s
+    return s[touched[0][0] : touched[-1][1]]
+
+
+def _stems(tokens: Iterable[str]) -> list[str]:
+    return [stem(t) for t in tokens if t not in SCAFFOLD and t not in _CONNECTIVES]
+
+
+def _has_word(word: str, stems: Collection[str]) -> bool:
+    # The light stemmer leaves "included" and "includes" apart: a shared start of 4+ letters
+    # is the same word; "used" is still not "unused".
+    if word in stems:
+        return True
+    return (
+        word.isalpha()
+        and len(word) >= 4
+        and any(
+            len(x) >= 4 and x.isalpha() and (x.startswith(word) or word.startswith(x))
+            for x in stems
+        )
+    )
+
+
+def _beyond(claim: str, quote: str, window: str, others: Sequence[str]) -> str:
+    """What ``claim`` says beyond its quote that the quote's source sentences (and the other
+    evidence cited in the same sentence) do not: "" when nothing."""
+    said = " ".join([window, *others])
+    said_tokens = _tokens(said)
+    if missing := [t for t in critical_tokens(claim) if t not in said_tokens]:
+        return f"the sentence states {', '.join(missing)} beyond its quote"
+    if dropped := sorted(_negations(_tokens(window)) - _negations(_tokens(claim))):
+        return f"the evidence says {', '.join(dropped)} where the sentence does not"
+    rest = claim.replace(quote, " ", 1)
+    have = set(_stems(said_tokens))
+    if extra := [w for w in dict.fromkeys(_stems(_tokens(rest))) if not _has_word(w, have)]:
+        return f"the sentence says {', '.join(extra)} beyond its quote's sentence"
+    return ""
+
+
+def claim_holds(
+    claim: str, quote: str, source: str, others: Sequence[str] = (), lead_in: str = ""
+) -> str:
     """Why a cited sentence does not hold against ``source`` ("" when it does).
 
-    The sentence holds by its quote only when the quote carries it: several words, and every
-    number and negation the sentence states also stated by the source. Otherwise the whole
-    sentence must hold as a quote, so "codes never expire, as 'codes expire'" fails.
+    The quote must stand in the source. A sentence that is all quote holds as its sentence
+    does: no negation or condition ("unless", "only") of that source sentence left out. A
+    sentence that quotes only part of itself holds by its quote only when the quote carries
+    it: several words, every number and negation the sentence states stated by the quote's
+    source sentence, none of that sentence's negations dropped, and every other word of the
+    sentence there too ("Kestrel refunds complete 'within 5 business days'" does not hold by
+    "Most refunds complete within 5 business days"). ``others``: the text of other evidence
+    the same sentence cites, which may hold the rest of it. Otherwise the whole sentence must
+    hold as a quote, so "codes never expire, as 'codes expire'" fails. ``lead_in``: the line a
+    list item completes; its words must stand in the item's source sentence too.
     """
-    if not quote_holds(quote, source):
+    q, s, c = normalise(quote), normalise(source), normalise(claim)
+    places = _occurrences(q, s) if q else []
+    if not places:
         return "quote not found in the cited evidence"
-    if normalise(claim) == normalise(quote):
-        return ""
-    if len(_tokens(normalise(quote))) < MIN_QUOTE_WORDS:
-        return "" if quote_holds(claim, source) else "the quote is too short to carry the sentence"
-    stated = set(critical_tokens(normalise(source)))
-    if missing := [t for t in critical_tokens(normalise(claim)) if t not in stated]:
-        return f"the sentence states {', '.join(missing)} beyond its quote"
+    quoted = c != q
+    if quoted and len(_tokens(q)) < MIN_QUOTE_WORDS:
+        if not quote_holds(claim, source):
+            return "the quote is too short to carry the sentence"
+        q, places, quoted = c, _occurrences(c, s), False
+    spans = _sentence_spans(source, s)
+    others = [normalise(o) for o in others]
+    why = ""
+    for start, end in places:
+        window = _window(spans, s, start, end)
+        why = _beyond(c, q, window, others) if quoted else _dropped(c, window)
+        if not why and len(_stems(_tokens(normalise(lead_in)))) >= MIN_QUOTE_WORDS:
+            # A label ("Steps:", "To void a label:") frames the list; a statement it completes
+            # ("Phone support is included in these plans:") must hold for each item.
+            why = _beyond(f"{normalise(lead_in)} {c}", c, window, others)
+        if not why:
+            return ""
+    return why
+
+
+def _dropped(claim: str, window: str) -> str:
+    """A whole-sentence quote leaves out none of its source sentence's negations or
+    conditions ("Labels can be voided." from "... unless the carrier scanned them")."""
+    if dropped := sorted(_negations(_tokens(window)) - _negations(_tokens(claim))):
+        return f"the evidence says {', '.join(dropped)} where the sentence does not"
     return ""
 
 
@@ -178,7 +363,21 @@ def verify_citations(
                 else "cites evidence the gate did not admit"
             )
             out.append(CitationCheck(c.chunk_id, c.quote, False, why))
-        elif why := claim_holds(c.sentence or c.quote, c.quote, source):
+        elif why := claim_holds(
+            c.sentence or c.quote,
+            c.quote,
+            source,
+            # One sentence citing two chunks may hold part of itself in each.
+            [
+                evidence[o.chunk_id]
+                for o in citations
+                if c.sentence
+                and o.sentence == c.sentence
+                and o.chunk_id != c.chunk_id
+                and o.chunk_id in evidence
+            ],
+            c.lead_in,
+        ):
             out.append(CitationCheck(c.chunk_id, c.quote, False, why))
         else:
             out.append(CitationCheck(c.chunk_id, c.quote, True))

@@ -302,11 +302,36 @@ def unspanned_sentences(
     return out
 
 
+def sentence_around(text: str, start: int, end: int) -> str:
+    """The answer's sentence(s) a natively cited span ``text[start:end]`` stands in: a span
+    checked alone let its sentence say anything around it ("Kestrel Express refunds complete
+    within 5 business days." held by the span "within 5 business days")."""
+    masked = _HIDDEN.sub(lambda m: " " * len(m.group()), text)
+    lo = max((m.end() for m in _SENTENCE_BREAK.finditer(masked, 0, start)), default=0)
+    after = _SENTENCE_BREAK.search(masked, max(start, end - 1))
+    hi = after.start() if after else len(masked)
+    piece = _BULLET.sub("", masked[lo : max(hi, end)].strip())
+    return " ".join(piece.split()).rstrip(_EDGE_JUNK)
+
+
 def _claim_text(segment: str) -> str:
     """The sentence a marker closes: the last sentence before it since the previous marker."""
     segment = segment.strip().lstrip(_EDGE_JUNK)
     pieces = [p for p in _SENTENCE_BREAK.split(segment) if p.strip()]
     return _BULLET.sub("", pieces[-1]).strip() if pieces else ""
+
+
+def _lead_in(before: str) -> str:
+    """The line a list item completes: for an answer ending in a bullet line, the last line
+    before its list when that line ends with ":" ("" otherwise)."""
+    lines = [line for line in before.splitlines() if line.strip()]
+    if not lines or not _BULLET.match(lines[-1]):
+        return ""
+    for line in reversed(lines[:-1]):
+        if not _BULLET.match(line):
+            text = line.strip().strip("*_ ")
+            return _claim_text(text).rstrip(":") if text.endswith(":") else ""
+    return ""
 
 
 def _quote_of(claim: str) -> str:
@@ -333,19 +358,21 @@ def parse_marked_citations(
     becomes a citation of ``[n]``, which verification reports as not admitted.
     """
     text = visible_text(text)
-    out: dict[tuple[str, str, str], None] = {}
+    out: dict[tuple[str, str, str, str], None] = {}
     last_end = 0
-    claim = ""
+    claim = lead_in = ""
     for m in _MARKER.finditer(text):
         between = text[last_end : m.start()]
         if between.strip(_EDGE_JUNK) or not claim:
             claim = _claim_text(between)
+            lead_in = _lead_in(text[: m.start()])
         last_end = m.end()
         quote = _quote_of(claim)
         # Only a quote inside the sentence leaves the rest of it to check (claim_holds).
         sentence = claim.strip().rstrip(_EDGE_JUNK) if _QUOTED.search(claim) else ""
         for number in re.findall(r"\d+", m.group(1)):
-            out.setdefault((marker_chunk_id(int(number), evidence), quote, sentence), None)
+            key = (marker_chunk_id(int(number), evidence), quote, sentence, lead_in)
+            out.setdefault(key, None)
     return tuple(CitationClaim(*key) for key in out)
 
 

@@ -21,7 +21,7 @@ import httpx
 from cohere.core.api_error import ApiError
 from cohere.core.http_sse import SSEError
 
-from generator_svc.citations import CitationClaim
+from generator_svc.citations import CitationClaim, normalise
 from generator_svc.llm.base import (
     TRUNCATED,
     BackendError,
@@ -41,6 +41,7 @@ from generator_svc.prompts import (
     estimate_tokens,
     looks_like_clarification,
     render,
+    sentence_around,
     unspanned_sentences,
 )
 
@@ -161,7 +162,7 @@ class CohereBackend:
             rng=self._rng,
         )
         parts: list[str] = []
-        citations: dict[tuple[str, str], None] = {}
+        cited: list[tuple[list[CitationClaim], tuple[int | None, int | None, str]]] = []
         spans: list[tuple[int | None, int | None, str]] = []
         usage: tuple[int, int] | None = None
         truncated = False
@@ -177,10 +178,9 @@ class CohereBackend:
                         yield text
                 elif kind == "citation-start":
                     found = _claims(event, inp.evidence)
-                    for claim in found:
-                        citations.setdefault((claim.chunk_id, claim.quote), None)
                     if found:
                         spans.append(_span(event))
+                        cited.append((found, spans[-1]))
                 elif kind == "message-end":
                     *tokens, truncated = _end(event)
                     usage = (tokens[0], tokens[1])
@@ -203,7 +203,7 @@ class CohereBackend:
         text = "".join(parts)
         if not text.strip():
             raise BackendError("UPSTREAM_ERROR", "Cohere returned no text")
-        claims = tuple(CitationClaim(c, q) for c, q in citations)
+        claims = _with_sentences(text, cited)
         input_tokens, output_tokens = usage or (0, 0)
         clarification = inp.clarify_only or looks_like_clarification(text, claims)
         unverifiable = [
@@ -267,18 +267,36 @@ def _span(event: Any) -> tuple[int | None, int | None, str]:
     )
 
 
+def _place(text: str, start: int | None, end: int | None, cited: str) -> tuple[int, int] | None:
+    """A citation span as offsets into ``text``: Cohere's own where they hold its cited text,
+    else where that text first occurs (offsets counted in other units would mis-place it)."""
+    if start is not None and end is not None and (not cited or text[start:end] == cited):
+        return start, end
+    if cited and (at := text.find(cited)) >= 0:
+        return at, at + len(cited)
+    return None
+
+
 def _locate(
     text: str, spans: Sequence[tuple[int | None, int | None, str]]
 ) -> list[tuple[int, int]]:
-    """Citation spans as offsets into ``text``: Cohere's own where they hold its cited text,
-    else where that text first occurs (offsets counted in other units would mis-place it)."""
-    out = []
-    for start, end, cited in spans:
-        if start is not None and end is not None and (not cited or text[start:end] == cited):
-            out.append((start, end))
-        elif cited and (at := text.find(cited)) >= 0:
-            out.append((at, at + len(cited)))
-    return out
+    """The citation spans that can be placed in ``text``, as offsets."""
+    return [p for span in spans if (p := _place(text, *span)) is not None]
+
+
+def _with_sentences(
+    text: str, cited: Sequence[tuple[list[CitationClaim], tuple[int | None, int | None, str]]]
+) -> tuple[CitationClaim, ...]:
+    """Each cited span with the answer sentence it stands in, so the sentence is checked, not
+    only the span (``claim_holds``); a span that cannot be placed is checked alone."""
+    out: dict[CitationClaim, None] = {}
+    for claims, span in cited:
+        placed = _place(text, *span)
+        sentence = sentence_around(text, *placed) if placed else ""
+        for claim in claims:
+            keep = sentence if normalise(sentence) != normalise(claim.quote) else ""
+            out.setdefault(CitationClaim(claim.chunk_id, claim.quote, keep), None)
+    return tuple(out)
 
 
 def _end(event: Any) -> tuple[int, int, bool]:

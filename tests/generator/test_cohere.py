@@ -104,6 +104,44 @@ async def test_a_paraphrased_citation_span_fails_verification() -> None:
     assert [c.verified for c in checks] == [False]
 
 
+@pytest.mark.parametrize(
+    ("sentence", "span", "source"),
+    [
+        # The span holds; the sentence around it does not (an outside review: each was
+        # CONFIDENT and verified, the span checked alone).
+        (
+            "Kestrel Express refunds complete within 5 business days.",
+            "within 5 business days",
+            TIMING,
+        ),
+        ("You cannot void an unused label after 30 days.", "void an unused label", VOIDING),
+        (
+            "You can void a used label within 30 days of buying it.",
+            "within 30 days of buying it",
+            VOIDING,
+        ),
+    ],
+)
+async def test_a_span_does_not_carry_a_sentence_that_says_otherwise(
+    sentence: str, span: str, source: object
+) -> None:
+    cit = co_citation(sentence.index(span), span, source)  # type: ignore[arg-type]
+    rec = Recorder(ok(co_stream([sentence], [cit])))
+    _, draft = await collect(backend(rec).stream(gen_input()))
+    assert [c.sentence for c in draft.citations] == [sentence.rstrip(".")]
+    checks = verify_citations(draft.citations, {e.chunk_id: e.text for e in EVIDENCE})
+    assert [c.verified for c in checks] == [False], checks
+
+
+async def test_a_span_carries_a_sentence_its_source_sentence_says() -> None:
+    sentence = "Refunds with Kestrel Express can take up to 21 days."
+    span = "can take up to 21 days"
+    rec = Recorder(ok(co_stream([sentence], [co_citation(sentence.index(span), span, TIMING)])))
+    _, draft = await collect(backend(rec).stream(gen_input()))
+    checks = verify_citations(draft.citations, {e.chunk_id: e.text for e in EVIDENCE})
+    assert [c.verified for c in checks] == [True], checks
+
+
 async def test_a_sentence_no_citation_span_touches_is_unverifiable() -> None:
     extra = " Labels are free to void forever."
     rec = Recorder(ok(co_stream([*PIECES, extra], CITATIONS)))

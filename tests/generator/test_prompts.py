@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from generator_svc.citations import CitationClaim
+from generator_svc.citations import CitationClaim, verify_citations
 from generator_svc.llm.base import EvidenceItem
 from generator_svc.prompts import (
     DEFAULT_TEMPLATES_PATH,
@@ -20,6 +20,7 @@ from generator_svc.prompts import (
     looks_like_clarification,
     parse_marked_citations,
     render,
+    uncited_sentences,
 )
 from tests.generator.fakes import EVIDENCE, TIMING, VOIDING, gen_input
 
@@ -228,6 +229,37 @@ def test_list_items_are_claims_without_their_bullets() -> None:
         (VOIDING.chunk_id, "Go to Shipments"),
         (VOIDING.chunk_id, "Click More > Void label"),
     ]
+
+
+PLANS = EvidenceItem(
+    "plans#p0c0",
+    "Plans",
+    "The Pro plan includes 24/7 phone support. The Basic plan includes email support only. "
+    "The Team plan adds SSO.",
+)
+
+
+def test_a_list_item_holds_only_with_the_statement_it_completes() -> None:
+    # Each item held by its one word ("Basic" stands in the evidence) and the lead-in
+    # was spared as a list label (an outside review).
+    evidence = {PLANS.chunk_id: PLANS.text}
+    text = "Phone support is included in these plans:\n- Pro [1]\n- Basic [1]\n- Team [1]"
+    cited = parse_marked_citations(text, (PLANS,))
+    assert {c.lead_in for c in cited} == {"Phone support is included in these plans"}
+    checks = verify_citations(cited, evidence)
+    assert [(c.quote, c.verified) for c in checks] == [
+        ("Pro", True),
+        ("Basic", False),
+        ("Team", False),
+    ]
+    # A label frames the list without stating anything to check.
+    steps = parse_marked_citations("Steps:\n- Go to Shipments [1]", EVIDENCE)
+    assert all(c.verified for c in verify_citations(steps, {VOIDING.chunk_id: VOIDING.text}))
+
+
+def test_an_uncited_yes_states_something() -> None:
+    assert uncited_sentences("Yes. Labels can be voided within 30 days. [1]") == ["Yes."]
+    assert uncited_sentences("Steps: Void it. [1]") == []
 
 
 def test_an_out_of_range_number_is_kept_visible() -> None:
