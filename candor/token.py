@@ -314,6 +314,11 @@ def load_or_create_signing_key(path: Path) -> Ed25519PrivateKey:
             return key
         except FileExistsError:
             pass  # another process created it first: use theirs
+        except OSError as exc:
+            raise SigningKeyError(
+                f"cannot create the signing key {path}: {exc}; free space on that filesystem "
+                "(or set gate.signing_key_path elsewhere) and start again"
+            ) from exc
     try:
         loaded = serialization.load_pem_private_key(path.read_bytes(), password=None)
     except (OSError, ValueError, TypeError) as exc:

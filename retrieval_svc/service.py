@@ -637,15 +637,20 @@ def build_retrieval(settings: Settings) -> ServiceSpec:
         if kb is not None:
             kb.close()
         if lock is not None:
-            lock.release()
+            lock.release(clean=False)
         raise
     opened = kb
+    served: list[bool] = []
+
+    async def on_start() -> None:
+        served.append(True)
 
     async def on_stop() -> None:
         await servicer.close()
         await asyncio.to_thread(opened.close)
         if lock is not None:
-            lock.release()
+            # A start that failed (a port taken) served nothing: an earlier unclean mark stays.
+            lock.release(clean=bool(served))
 
     return ServiceSpec(
         name=SERVICE_NAME,
@@ -653,6 +658,7 @@ def build_retrieval(settings: Settings) -> ServiceSpec:
         settings=settings.retrieval.server,
         metrics=metrics,
         on_stop=on_stop,
+        on_start=on_start,
     )
 
 

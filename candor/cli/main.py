@@ -196,11 +196,14 @@ def _verify(args: argparse.Namespace) -> int:
     try:
         with opening_data_dir(settings.retrieval):
             lock = lock_embedded(settings.retrieval)
+        code = 2
         try:
-            return _verify_stores(args, settings)
+            code = _verify_stores(args, settings)
+            return code
         finally:
             if lock is not None:
-                lock.release()
+                # Only a verify that found the stores in step clears an unclean run's mark.
+                lock.release(clean=code == 0)
     except DataDirError as exc:
         print(f"candor: {exc}", file=sys.stderr)
         return 2

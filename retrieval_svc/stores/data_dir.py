@@ -91,11 +91,17 @@ class DataDirLock:
         self._file.write(f"{os.getpid()}\n")
         self._file.flush()
 
-    def release(self) -> None:
-        """Let another process open the directory, marking a clean stop; idempotent."""
+    def release(self, clean: bool = True) -> None:
+        """Let another process open the directory, marking a clean stop; idempotent.
+
+        ``clean=False`` (a start or verify that failed) keeps the mark of an earlier run that
+        did not stop cleanly: a restart on a still-full disk erased it, and the start after
+        the disk was freed no longer said to run candor verify."""
         if not self._file.closed:
             self._file.seek(0)
             self._file.truncate()
+            if not clean and self.unclean_pid:
+                self._file.write(f"{self.unclean_pid}\n")
             self._file.flush()
             fcntl.flock(self._file, fcntl.LOCK_UN)
             self._file.close()

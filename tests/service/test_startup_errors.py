@@ -149,3 +149,56 @@ def test_a_start_that_fails_after_the_stores_opened_is_one_line_and_a_clean_stop
     errors = [line for line in lines if line["level"] == "ERROR"]
     assert [line["msg"] for line in errors] == ["cannot start"], lines
     assert (tmp_path / ".candor.lock").read_text() == "", "the lock file says an unclean stop"
+
+
+@pytest.mark.parametrize("cause", ["grpc_port", "low_disk", "verify"])
+def test_a_failed_start_or_verify_keeps_the_mark_of_an_unclean_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cause: str
+) -> None:
+    # After a crash (SIGBUS on a full disk), a restart that failed again erased the pid, and
+    # the start after the disk was freed no longer said to run candor verify.
+    import socket
+
+    env = stack_env(str(tmp_path))
+    holder = socket.socket()
+    if cause == "grpc_port":
+        port = free_ports(1)[0]
+        holder.bind(("127.0.0.1", port))
+        holder.listen()
+        env["CANDOR_RETRIEVAL__SERVER__PORT"] = str(port)
+    else:
+        monkeypatch.setattr(data_dir, "free_bytes", lambda path: 8 * MIB)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(server, "serve_until_signal", _stop_at_once)
+    if cause == "verify":
+        EdgeDenseStore(tmp_path / "dense", 384).close()
+        TantivyKeywordStore(tmp_path / "keyword").close()
+    (tmp_path / ".candor.lock").write_text("4242\n")
+    try:
+        args = ["verify"] if cause == "verify" else ["serve", "--service", "retrieval"]
+        assert main(args) == 2
+    finally:
+        holder.close()
+    assert (tmp_path / ".candor.lock").read_text() == "4242\n"
+
+
+def test_a_signing_key_that_cannot_be_written_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A full disk while the gate creates its key pair was a traceback (exit 1).
+    import errno
+
+    from candor import token
+
+    def full_disk(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.EFBIG, "File too large")
+
+    monkeypatch.setattr(token, "write_atomically", full_disk)
+    monkeypatch.setenv("CANDOR_DATA_DIR", str(tmp_path))
+    assert main(["serve", "--service", "gate"]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert (line["level"], line["msg"]) == ("ERROR", "cannot start")
+    assert str(line["error"]).startswith(f"cannot create the signing key {tmp_path / 'keys'}/"), (
+        line
+    )
