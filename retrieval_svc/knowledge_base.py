@@ -310,7 +310,15 @@ class KnowledgeBase:
             raise
         # Past the keyword commit the staged generation is the current one: a failure to
         # publish it is left for `candor verify --repair`, which republishes it.
-        _retry(lambda: self._dense.publish_many(generations))
+        try:
+            _retry(lambda: self._dense.publish_many(generations))
+        except Exception as exc:
+            log.error(
+                "documents reported failed are written to the keyword store but not published "
+                "in the dense store: retry the upsert or run candor verify --repair",
+                extra={"documents": len(generations), "error": repr(exc)},
+            )
+            raise
 
     def _discard_staged(self, generations: Sequence[tuple[str, str, str]]) -> None:
         """Best effort: a failed write leaves no staged dense chunks behind (published ones
