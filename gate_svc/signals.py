@@ -96,17 +96,32 @@ def facets(query: str) -> list[str]:
     return list(out)
 
 
+#: Who does what: "How do I pay you?" is not "How do you pay me?", though pronouns are
+#: scaffolding elsewhere.
+_PERSON = {
+    **dict.fromkeys(("i", "me", "my", "mine", "myself"), "<1>"),
+    **dict.fromkeys(("we", "us", "our", "ours", "ourselves"), "<1>"),
+    **dict.fromkeys(("you", "your", "yours", "yourself", "yourselves"), "<2>"),
+}
+_GREETINGS = frozenset(("hi", "hello", "hey", "thanks", "thx", "cheers"))
+
+
 def question_key(text: str) -> tuple[str, ...]:
-    """A question's words in order, stemmed, without :data:`~candor.text.SCAFFOLD`, negations as
-    ``not``: two questions with one key ask the same thing."""
-    key = []
+    """A question's words in order, stemmed, without :data:`~candor.text.SCAFFOLD` or
+    greetings, negations as ``not``, pronouns by person only (none right after "how"),
+    hyphenated words apart ("two factor" is "two-factor"): two questions with one key ask the
+    same thing."""
+    key: list[str] = []
     for w in words(text):
         if w.endswith(("n't", "n’t")) or w == "cannot":
             key.append("not")
-            continue
-        w = w.removesuffix("'s")
-        if w not in SCAFFOLD:
-            key.append(stem(w))
+        elif w in _PERSON:
+            # "How to ..." asks what "How do I ..." asks; the same person twice in a row
+            # ("I ... my") is said once.
+            if key[-1:] != [_PERSON[w]] and key[-1:] != ["how"]:
+                key.append(_PERSON[w])
+        elif w not in SCAFFOLD and w not in _GREETINGS:
+            key.extend(stem(part) for part in w.removesuffix("'s").split("-") if part)
     return tuple(key)
 
 

@@ -35,10 +35,19 @@ class CitationCheck:
     failure: str = ""
 
 
+#: Denials in the languages the refusal table speaks, so a German "nicht" is no framing word.
+_FOREIGN_DENIALS = frozenset(
+    [
+        *("nicht", "kein", "keine", "keinen", "keinem", "keiner", "nie", "niemals", "ohne"),
+        *("pas", "jamais", "aucun", "aucune", "sans", "nunca", "ningún", "ninguna", "nada"),
+        *("non", "mai", "senza", "não", "nenhum", "nenhuma", "niet", "geen", "nooit", "zonder"),
+    ]
+)
 _NEGATIONS = frozenset(
     [
         *("not", "no", "never", "cannot", "without", "none", "nor", "neither", "nothing"),
         *("nobody", "nowhere", "unable", "except", "only", "unless"),
+        *_FOREIGN_DENIALS,
     ]
 )
 _NUMBER_WORDS = frozenset(
@@ -109,8 +118,46 @@ _CONNECTIVES = frozenset(
 COMMON_WORD_ZIPF = 3.0
 
 
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+#: Negations that say one thing: "can't", "cannot", "no" and "never" all deny.
+_DENIALS = frozenset(
+    [
+        *("not", "no", "never", "cannot", "none", "nothing", "nobody", "nowhere", "neither"),
+        *("nor", "unable", "without"),
+        *_FOREIGN_DENIALS,
+    ]
+)
+#: Words whose swap for their opposite flips a claim and that a quote's sentence may hold.
+_ANTONYMS = dict(
+    [
+        *[(a, b) for a, b in [("on", "off"), ("in", "out"), ("up", "down"), ("before", "after")]],
+        *[(a, b) for a, b in [("more", "less"), ("most", "least"), ("above", "below")]],
+        *[(a, b) for a, b in [("over", "under"), ("always", "never"), ("all", "some")]],
+        *[(a, b) for a, b in [("enable", "disable"), ("include", "exclude")]],
+        *[(a, b) for a, b in [("minimum", "maximum"), ("increase", "decrease")]],
+        *[(a, b) for a, b in [("allow", "block"), ("add", "remove"), ("open", "close")]],
+    ]
+)
+_ANTONYMS.update({b: a for a, b in list(_ANTONYMS.items())})
+#: A word this common (wordfreq Zipf) says little on its own: it may stand elsewhere in the
+#: chunk without having been borrowed from another fact.
+FUNCTION_WORD_ZIPF = 5.85
+_QUOTED = re.compile(r'"([^"]{3,})"')
+#: A sentence opening with one of these leans on the one before it for its subject ("Each code
+#: is valid for 10 minutes" after "SMS codes ..."); any other stands alone.
+_ANAPHORS = frozenset(
+    [
+        *("it", "its", "they", "them", "their", "this", "these", "that", "those", "each"),
+        *("both", "he", "she", "his", "her", "such", "there"),
+    ]
+)
+_NEGATING_PREFIXES = ("un", "in", "im", "ir", "il", "dis", "non", "non-")
+_YES_NO = re.compile(r"^(?:yes|no)\b[\s,.!:;-]*")
+
+
 def _tokens(text: str) -> list[str]:
-    return _TOKEN.findall(text)
+    # "1,200" is "1200": a thousands separator is not part of the number.
+    return _TOKEN.findall(_THOUSANDS.sub("", text))
 
 
 def _is_critical(token: str) -> bool:
@@ -119,25 +166,22 @@ def _is_critical(token: str) -> bool:
         or token in _NEGATIONS
         or token in _NUMBER_WORDS
         or token in _SYMBOLS
-        or token == "yes"
         or token.endswith("n't")
     )
 
 
 def critical_tokens(text: str) -> list[str]:
     """Tokens whose change flips a claim, in order: numbers (digits or words, with their sign,
-    currency and unit), comparison signs, yes and negations. In order, so "a 6-digit code every
-    30 seconds" is not "a 30-digit code every 6 seconds"."""
+    currency and unit), comparison signs and negations. In order, so "a 6-digit code every 30
+    seconds" is not "a 30-digit code every 6 seconds"."""
     return [t for t in _tokens(text) if _is_critical(t)]
 
 
-def _negations(tokens: Iterable[str]) -> set[str]:
-    # "can't", "cannot" and "can not" say one thing.
-    return {
-        "not" if t.endswith("n't") or t == "cannot" else t
-        for t in tokens
-        if t in _NEGATIONS or t.endswith("n't")
-    }
+def _kind(token: str) -> str:
+    """A critical token as compared between a claim and its source: every denial is "not"."""
+    if token in _DENIALS or token.endswith("n't"):
+        return "not"
+    return token
 
 
 def _one_edit(a: str, b: str) -> bool:
@@ -154,14 +198,19 @@ def _one_edit(a: str, b: str) -> bool:
 
 def _typo(source_word: str, quote_word: str) -> bool:
     """A misspelling, not another word: one edit in a word of four letters or more that is
-    neither a number nor a negation ("older" is not a typo of "younger"), and that leaves no
-    common English word ("fire" is not a typo of "hire")."""
+    neither a number nor a negation ("older" is not a typo of "younger"), and not one letter
+    swapped between two common words ("fire" is not a typo of "hire")."""
     return (
         min(len(source_word), len(quote_word)) >= 4
         and not _is_critical(source_word)
         and not _is_critical(quote_word)
         and _one_edit(source_word, quote_word)
-        and zipf(quote_word) < COMMON_WORD_ZIPF
+        # A letter swapped between two real words is another word; one letter more or less
+        # is a spelling ("canceled", "color", "plans" for "plan's").
+        and (
+            len(source_word) != len(quote_word)
+            or min(zipf(source_word), zipf(quote_word)) < COMMON_WORD_ZIPF
+        )
     )
 
 
@@ -252,16 +301,46 @@ def _sentence_spans(source: str, s: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _window(spans: Sequence[tuple[int, int]], s: str, start: int, end: int) -> str:
-    """The source sentences a match at ``s[start:end]`` touches."""
+def _window(spans: Sequence[tuple[int, int]], s: str, start: int, end: int) -> tuple[int, int]:
+    """Where the source sentences a match at ``s[start:end]`` touches begin and end."""
     touched = [(a, b) for a, b in spans if a < end and start < b]
     if not touched:
-        return s
-    return s[touched[0][0] : touched[-1][1]]
+        return 0, len(s)
+    return touched[0][0], touched[-1][1]
+
+
+def _heading(source: str) -> str:
+    """The chunk's heading: ingest puts a section's heading before its text as its own
+    paragraph ("Backup codes\n\nEach code ...")."""
+    head, sep, _ = source.strip().partition("\n\n")
+    head = head.strip().lstrip("#").strip()
+    return head if sep and len(head.split()) <= 12 and not head.endswith((".", "!", "?")) else ""
+
+
+def _context(spans: Sequence[tuple[int, int]], s: str, lo: int, heading: str) -> str:
+    """What a claim may lean on besides its quote's sentence: the chunk's heading, and the
+    sentence before when the quote's sentence opens by pointing back to it."""
+    before = [(a, b) for a, b in spans if b <= lo]
+    first = _tokens(s[lo : lo + 40])[:1]
+    leans = before and first and first[0] in _ANAPHORS
+    return " ".join([heading, s[before[-1][0] : before[-1][1]] if leans else ""])
+
+
+def _negated(word: str, said: Collection[str]) -> bool:
+    """``word`` against its own negation in ``said``: "used" where it says "unused", or back."""
+    return any(
+        p + word in said or (word.startswith(p) and word[len(p) :] in said)
+        for p in _NEGATING_PREFIXES
+        if len(word) >= 3
+    )
 
 
 def _stems(tokens: Iterable[str]) -> list[str]:
-    return [stem(t) for t in tokens if t not in SCAFFOLD and t not in _CONNECTIVES]
+    return [
+        stem(t)
+        for t in tokens
+        if t not in SCAFFOLD and t not in _CONNECTIVES and not _is_critical(t)
+    ]
 
 
 def _has_word(word: str, stems: Collection[str]) -> bool:
@@ -279,19 +358,49 @@ def _has_word(word: str, stems: Collection[str]) -> bool:
     )
 
 
-def _beyond(claim: str, quote: str, window: str, others: Sequence[str]) -> str:
-    """What ``claim`` says beyond its quote that the quote's source sentences (and the other
-    evidence cited in the same sentence) do not: "" when nothing."""
-    said = " ".join([window, *others])
-    said_tokens = _tokens(said)
-    if missing := [t for t in critical_tokens(claim) if t not in said_tokens]:
+def _beside(s: str, lo: int, hi: int, start: int, end: int) -> set[str]:
+    """The negations and conditions right beside a match (three words before, two after, in
+    its sentence): "cannot be voided, [even if ...]" and "[can be voided] unless ..."."""
+    before = [t for t in _tokens(s[lo:start])][-3:]
+    after = [t for t in _tokens(s[end:hi])][:2]
+    return {_kind(t) for t in [*before, *after] if t in _NEGATIONS or t.endswith("n't")}
+
+
+def _borrowed(words: Iterable[str], allowed: Collection[str], chunk: Collection[str]) -> list[str]:
+    """The words a claim says that its source says only about something else: in the chunk,
+    but not in the quote's sentence, the one before it or the heading. A word the chunk does
+    not hold at all is the answer's own framing ("usually", "the help centre says")."""
+    return [
+        w
+        for w in dict.fromkeys(words)
+        if not _has_word(w, allowed) and zipf(w) < FUNCTION_WORD_ZIPF and _has_word(w, chunk)
+    ]
+
+
+def _beyond(
+    claim: str, quotes: Sequence[str], window: str, context: str, source: str, others: str
+) -> str:
+    """What ``claim`` says beyond its quotes that their source sentences do not ("" when
+    nothing): a number or negation they lack, a word the chunk says about something else,
+    or the opposite of one of their words ("turn on" where they say "turn off")."""
+    said = _tokens(f"{window} {others}")
+    kinds = {_kind(t) for t in said}
+    if missing := [t for t in critical_tokens(claim) if _kind(t) not in kinds]:
         return f"the sentence states {', '.join(missing)} beyond its quote"
-    if dropped := sorted(_negations(_tokens(window)) - _negations(_tokens(claim))):
-        return f"the evidence says {', '.join(dropped)} where the sentence does not"
-    rest = claim.replace(quote, " ", 1)
-    have = set(_stems(said_tokens))
-    if extra := [w for w in dict.fromkeys(_stems(_tokens(rest))) if not _has_word(w, have)]:
-        return f"the sentence says {', '.join(extra)} beyond its quote's sentence"
+    rest = claim
+    for quote in quotes:
+        rest = rest.replace(quote, " ")
+    rest_tokens = _tokens(rest)
+    allowed = set(_stems([*said, *_tokens(context)]))
+    if borrowed := _borrowed(_stems(rest_tokens), allowed, set(_stems(_tokens(source)))):
+        return f"the sentence says {', '.join(borrowed)} where its quote's sentence does not"
+    said_set = set(said)
+    if flipped := [
+        t
+        for t in rest_tokens
+        if t not in said_set and (_ANTONYMS.get(t) in said_set or _negated(t, said_set))
+    ]:
+        return f"the sentence says {', '.join(flipped)} where its quote's sentence says otherwise"
     return ""
 
 
@@ -300,47 +409,52 @@ def claim_holds(
 ) -> str:
     """Why a cited sentence does not hold against ``source`` ("" when it does).
 
-    The quote must stand in the source. A sentence that is all quote holds as its sentence
-    does: no negation or condition ("unless", "only") of that source sentence left out. A
-    sentence that quotes only part of itself holds by its quote only when the quote carries
-    it: several words, every number and negation the sentence states stated by the quote's
-    source sentence, none of that sentence's negations dropped, and every other word of the
-    sentence there too ("Kestrel refunds complete 'within 5 business days'" does not hold by
-    "Most refunds complete within 5 business days"). ``others``: the text of other evidence
-    the same sentence cites, which may hold the rest of it. Otherwise the whole sentence must
-    hold as a quote, so "codes never expire, as 'codes expire'" fails. ``lead_in``: the line a
-    list item completes; its words must stand in the item's source sentence too.
+    The quote must stand in the source, and no negation or condition right beside it there
+    ("cannot be voided, even if", "voided unless") may be left out. A sentence that quotes
+    only part of itself holds by its quote only when the quote carries it: several words,
+    every number and negation the sentence states stated by the quote's source sentence, no
+    word the chunk says only about something else ("Kestrel refunds complete 'within 5
+    business days'" does not hold by "Most refunds complete within 5 business days", where
+    Kestrel's are 21) and no opposite of its words ("turn on" for "turn off"). Words the chunk
+    does not hold at all are the answer's framing. ``others``: other evidence the same
+    sentence cites, which may hold the rest of it. A leading "Yes," or "No," answers the
+    question and is not checked. Otherwise the whole sentence must hold as a quote, so "codes
+    never expire, as 'codes expire'" fails. ``lead_in``: the line a list item completes; its
+    words are checked as the rest of the item's sentence.
     """
-    q, s, c = normalise(quote), normalise(source), normalise(claim)
+    q, s = normalise(quote), normalise(source)
+    c = _YES_NO.sub("", normalise(claim)) or normalise(claim)
     places = _occurrences(q, s) if q else []
     if not places:
         return "quote not found in the cited evidence"
     quoted = c != q
     if quoted and len(_tokens(q)) < MIN_QUOTE_WORDS:
-        if not quote_holds(claim, source):
+        if not quote_holds(c, source):
             return "the quote is too short to carry the sentence"
         q, places, quoted = c, _occurrences(c, s), False
     spans = _sentence_spans(source, s)
-    others = [normalise(o) for o in others]
+    other = " ".join(normalise(o) for o in others)
+    # Every quote of the sentence that stands in the source lends its own sentence.
+    quotes = [q, *(x for x in _QUOTED.findall(c) if x != q and _occurrences(x, s))]
+    for x in quotes[1:]:
+        lo, hi = _window(spans, s, *_occurrences(x, s)[0])
+        other = f"{other} {s[lo:hi]}"
+    if lead_in:
+        c = f"{normalise(lead_in)} {c}"
+        quoted = True
     why = ""
     for start, end in places:
-        window = _window(spans, s, start, end)
-        why = _beyond(c, q, window, others) if quoted else _dropped(c, window)
-        if not why and len(_stems(_tokens(normalise(lead_in)))) >= MIN_QUOTE_WORDS:
-            # A label ("Steps:", "To void a label:") frames the list; a statement it completes
-            # ("Phone support is included in these plans:") must hold for each item.
-            why = _beyond(f"{normalise(lead_in)} {c}", c, window, others)
+        lo, hi = _window(spans, s, start, end)
+        if dropped := sorted(_beside(s, lo, hi, start, end) - {_kind(t) for t in _tokens(c)}):
+            why = f"the evidence says {', '.join(dropped)} beside the quoted words"
+        elif quoted:
+            context = _context(spans, s, lo, normalise(_heading(source)))
+            why = _beyond(c, quotes, s[lo:hi], context, s, other)
+        else:
+            why = ""
         if not why:
             return ""
     return why
-
-
-def _dropped(claim: str, window: str) -> str:
-    """A whole-sentence quote leaves out none of its source sentence's negations or
-    conditions ("Labels can be voided." from "... unless the carrier scanned them")."""
-    if dropped := sorted(_negations(_tokens(window)) - _negations(_tokens(claim))):
-        return f"the evidence says {', '.join(dropped)} where the sentence does not"
-    return ""
 
 
 def verify_citations(

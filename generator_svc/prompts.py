@@ -240,6 +240,8 @@ def _states_nothing(sentence: str) -> bool:
     bare = sentence.strip().strip("*_ ")
     if bare.endswith(("?", "？", "؟")):
         return True
+    if bare.casefold().rstrip(".!") == "yes":
+        return False  # the answer to the question, as much as "No." is
     stated = critical_tokens(normalise(bare))
     return not stated and (bare.endswith(":") or len(bare.split()) < 3)
 

@@ -640,26 +640,23 @@ def build_retrieval(settings: Settings) -> ServiceSpec:
             lock.release(clean=False)
         raise
     opened = kb
-    served: list[bool] = []
-
-    async def on_start() -> None:
-        served.append(True)
 
     async def on_stop() -> None:
         await servicer.close()
         await asyncio.to_thread(opened.close)
         if lock is not None:
-            # A start that failed (a port taken) served nothing: an earlier unclean mark stays.
-            lock.release(clean=bool(served))
+            # A start that failed (a port taken, here or in the stack) served nothing: an
+            # earlier unclean run's mark stays.
+            lock.release(clean=not spec.failed_start)
 
-    return ServiceSpec(
+    spec = ServiceSpec(
         name=SERVICE_NAME,
         register=lambda server: pb_grpc.add_RetrievalServiceServicer_to_server(servicer, server),
         settings=settings.retrieval.server,
         metrics=metrics,
         on_stop=on_stop,
-        on_start=on_start,
     )
+    return spec
 
 
 __all__ = ["SERVICE_NAME", "RetrievalServicer", "build_retrieval"]

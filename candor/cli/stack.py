@@ -38,6 +38,7 @@ async def start_stack(settings: Settings, which: str = "all") -> list[RunningSer
             running.append(await start_service(build_gate(settings)))
     except BaseException:
         for svc in running:
+            svc.spec.failed_start = True
             await svc.stop(0)
         raise
     return running

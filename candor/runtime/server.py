@@ -34,6 +34,9 @@ class ServiceSpec:
     """Runs after the server drained (close stores, channels)."""
     on_start: Callable[[], Awaitable[None]] | None = None
     """Runs once the server listens, before it reports SERVING (start watchers)."""
+    failed_start: bool = False
+    """Set before ``on_stop`` when the service (or the stack it starts with) did not come up:
+    it served nothing, so an earlier unclean run's mark on its data stays."""
 
 
 @dataclass
@@ -108,6 +111,7 @@ async def start_service(spec: ServiceSpec) -> RunningService:
         if spec.on_start is not None:
             await spec.on_start()
     except BaseException:
+        spec.failed_start = True
         if server is not None:
             await server.stop(0)
         spec.metrics.close()

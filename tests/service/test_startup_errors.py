@@ -151,7 +151,7 @@ def test_a_start_that_fails_after_the_stores_opened_is_one_line_and_a_clean_stop
     assert (tmp_path / ".candor.lock").read_text() == "", "the lock file says an unclean stop"
 
 
-@pytest.mark.parametrize("cause", ["grpc_port", "low_disk", "verify"])
+@pytest.mark.parametrize("cause", ["grpc_port", "generator_port", "low_disk", "verify"])
 def test_a_failed_start_or_verify_keeps_the_mark_of_an_unclean_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cause: str
 ) -> None:
@@ -161,11 +161,13 @@ def test_a_failed_start_or_verify_keeps_the_mark_of_an_unclean_run(
 
     env = stack_env(str(tmp_path))
     holder = socket.socket()
-    if cause == "grpc_port":
+    if cause in ("grpc_port", "generator_port"):
+        # The generator's: retrieval, started first in the one process, is stopped again.
         port = free_ports(1)[0]
         holder.bind(("127.0.0.1", port))
         holder.listen()
-        env["CANDOR_RETRIEVAL__SERVER__PORT"] = str(port)
+        service = "RETRIEVAL" if cause == "grpc_port" else "GENERATOR"
+        env[f"CANDOR_{service}__SERVER__PORT"] = str(port)
     else:
         monkeypatch.setattr(data_dir, "free_bytes", lambda path: 8 * MIB)
     for name, value in env.items():
@@ -176,7 +178,9 @@ def test_a_failed_start_or_verify_keeps_the_mark_of_an_unclean_run(
         TantivyKeywordStore(tmp_path / "keyword").close()
     (tmp_path / ".candor.lock").write_text("4242\n")
     try:
-        args = ["verify"] if cause == "verify" else ["serve", "--service", "retrieval"]
+        args = {"verify": ["verify"], "generator_port": ["serve"]}.get(
+            cause, ["serve", "--service", "retrieval"]
+        )
         assert main(args) == 2
     finally:
         holder.close()

@@ -284,6 +284,8 @@ def test_a_curated_answer_to_another_question_is_ordinary_evidence(cosine: float
         ),
         ("How do I cancel my subscription?", "How do I cancel my order?"),
         ("How do I cancel my subscription?", "How do I pause my subscription?"),
+        ("How do you pay me?", "How do I pay you?"),
+        ("Can I refund you?", "Can you refund me?"),
         ("Can I return a gift card?", "Can't I return a gift card?"),
         (
             "How do I move money from savings to checking?",
@@ -307,6 +309,7 @@ def test_a_curated_answer_close_in_cosine_to_another_question_does_not_bypass_th
         "how can i reset my password",
         "How to reset my password?",
         "Please, how could I reset my passwords?",
+        "Hi, how do I reset my password? Thanks!",
     ],
 )
 def test_the_same_question_worded_with_other_scaffolding_takes_the_curated_answer(
