@@ -448,8 +448,10 @@ def claim_holds(
         if dropped := sorted(_beside(s, lo, hi, start, end) - {_kind(t) for t in _tokens(c)}):
             why = f"the evidence says {', '.join(dropped)} beside the quoted words"
         elif quoted:
-            context = _context(spans, s, lo, normalise(_heading(source)))
-            why = _beyond(c, quotes, s[lo:hi], context, s, other)
+            heading = normalise(_heading(source))
+            context = _context(spans, s, lo, heading)
+            # The heading names what the section is about ("Requiring 2FA for your team").
+            why = _beyond(c, quotes, s[lo:hi], context, s, f"{other} {heading}")
         else:
             why = ""
         if not why:

@@ -168,6 +168,11 @@ def _verified(answer: str, sources: list[tuple[str, str] | str]) -> bool:
             [TL],
             id="F34",
         ),
+        pytest.param(
+            'Team members who haven\'t set up 2FA "cannot use Parcelio until they have". [1]',
+            [TT],
+            id="F33",
+        ),
         pytest.param("Phone support is included in these plans:\n- Scale [1]", [PI], id="F35"),
         pytest.param(
             'Most refunds "complete within 5 business days", but "Kestrel Express refunds can take up to 21 days". [1]',
