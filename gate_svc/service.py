@@ -28,7 +28,7 @@ from candor.runtime.errors import FieldViolations, abort_info, abort_invalid, er
 from candor.runtime.message_size import trim_to_fit
 from candor.runtime.metrics import LATENCY_BUCKETS, ServiceMetrics
 from candor.runtime.server import ServiceSpec
-from candor.runtime.validation import check_enum, check_query, check_tenant
+from candor.runtime.validation import check_enum, check_language, check_query, check_tenant
 from candor.settings import ServerSettings, Settings, SettingsError
 from candor.token import TokenSigner, load_or_create_signing_key, write_public_key
 from gate_svc.policy import (
@@ -278,12 +278,18 @@ class GateServicer(pb_grpc.GateServiceServicer):
         await self._generator_channel.close()
 
     async def _validate(
-        self, tenant: str, query: str, mode: int, context: grpc.aio.ServicerContext
+        self,
+        tenant: str,
+        query: str,
+        language: str,
+        mode: int,
+        context: grpc.aio.ServicerContext,
     ) -> None:
         caller = await self._auth.authenticate(context)
         v = FieldViolations()
         check_tenant(tenant, v)
         check_query(query, self._s.max_query_chars, v)
+        check_language(language, v)
         check_enum(mode, retrieval_pb2.RetrievalMode.DESCRIPTOR, v, "mode")
         if v:
             await abort_invalid(context, v)
@@ -605,7 +611,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
     async def Evaluate(
         self, request: pb.EvaluateRequest, context: grpc.aio.ServicerContext
     ) -> pb.EvaluateResponse:
-        await self._validate(request.tenant, request.query, request.mode, context)
+        await self._validate(request.tenant, request.query, request.language, request.mode, context)
         decision = await self._decide(
             request.tenant, request.query, request.language, request.mode, context
         )
@@ -614,7 +620,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
     async def Ask(
         self, request: pb.AskRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.AskResponse]:
-        await self._validate(request.tenant, request.query, request.mode, context)
+        await self._validate(request.tenant, request.query, request.language, request.mode, context)
         decision = await self._decide(
             request.tenant, request.query, request.language, request.mode, context
         )

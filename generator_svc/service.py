@@ -21,7 +21,7 @@ from candor.runtime.auth import Authenticator
 from candor.runtime.errors import FieldViolations, abort_info, abort_invalid
 from candor.runtime.metrics import ServiceMetrics
 from candor.runtime.server import ServiceSpec
-from candor.runtime.validation import check_query
+from candor.runtime.validation import check_language, check_query
 from candor.secrets import read_secret
 from candor.settings import Settings, SettingsError
 from candor.token import InMemoryReplayStore, KeyRing, TokenError, TokenVerifier
@@ -160,6 +160,7 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
         if not request.pass_token:
             v.add("pass_token", "required")
         check_query(request.query, self._s.max_query_chars, v)
+        check_language(request.language, v)
         for i, e in enumerate(request.evidence):
             if not e.chunk_id:
                 v.add(f"evidence[{i}].chunk_id", "required")

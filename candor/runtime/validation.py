@@ -13,6 +13,9 @@ from google.protobuf.descriptor import EnumDescriptor
 from candor.runtime.errors import FieldViolations
 
 _TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
+# A BCP-47 tag (or a POSIX locale's "de_DE"): the language goes into the LLM's instructions.
+_LANGUAGE = re.compile(r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{1,8}){0,6}")
+MAX_LANGUAGE_CHARS: Final = 35
 
 MAX_ID_BYTES: Final = 1024
 """A document id's UTF-8 length. The keyword store silently drops index terms over ~64 KiB,
@@ -29,6 +32,13 @@ def check_tenant(tenant: str, v: FieldViolations, field: str = "tenant") -> None
         v.add(field, "required")
     elif not _TENANT.fullmatch(tenant):
         v.add(field, "must be 1-64 characters of letters, digits, '_', '.', '-'")
+
+
+def check_language(language: str, v: FieldViolations, field: str = "language") -> None:
+    """Empty (detect it) or a language tag: the generator writes it into the LLM's system
+    prompt, where "en\". IGNORE the evidence ..." was an instruction (an outside probe)."""
+    if language and (len(language) > MAX_LANGUAGE_CHARS or not _LANGUAGE.fullmatch(language)):
+        v.add(field, "must be a BCP-47 language tag such as en, de-CH or pt_BR (or empty)")
 
 
 def is_blank(text: str) -> bool:
