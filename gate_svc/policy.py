@@ -801,6 +801,10 @@ def _numbers(cls: type[Any], data: Any, where: str) -> Any:
     return cls(**out)
 
 
+#: log1p of any signal's largest plausible value (BM25 scores in the thousands are ~8).
+MAX_LOG_SCALE = 50.0
+
+
 def _calibrated(data: Any) -> CalibratedConfig:
     from gate_svc.signals import SIGNAL_NAMES
 
@@ -819,8 +823,19 @@ def _calibrated(data: Any) -> CalibratedConfig:
         raise PolicyError("calibrated.scales must be non-zero")
     bias = _number(data.get("bias", 0.0), "calibrated.bias")
     logs = data.get("log_features") or []
-    if not isinstance(logs, list) or not set(logs) <= SIGNAL_NAMES:
+    if not isinstance(logs, list) or not all(isinstance(x, str) for x in logs):
         raise PolicyError("calibrated.log_features must list signal names")
+    if not set(logs) <= SIGNAL_NAMES:
+        raise PolicyError("calibrated.log_features must list signal names")
+    for name in logs:
+        # A log feature's mean and scale are on log1p's scale: one in the hundreds made
+        # expm1 overflow when an arm was missing (every such decision failed).
+        for key in ("means", "scales"):
+            if abs(maps[key].get(name, 0.0)) > MAX_LOG_SCALE:
+                raise PolicyError(
+                    f"calibrated.{key}.{name} is a log1p-scale value and must be within "
+                    f"±{MAX_LOG_SCALE:g}"
+                )
     return CalibratedConfig(
         bias,
         maps["coefficients"],
@@ -967,14 +982,50 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: Nesting a threshold config never needs; far deeper, PyYAML and the checks recurse out of stack.
+MAX_DEPTH = 32
+
+
+def _check_values(node: object, where: str = "", depth: int = 0) -> None:
+    """Every number finite and every mapping key a string, however deep: a NaN weight made
+    seed003 pass any question at confidence 1.0 (min(1, nan) is 1), a 400-digit integer
+    overflowed float(), and YAML 1.1 reads a tenant named ``yes`` or ``null`` as a boolean or
+    None, whose override then never applied."""
+    if depth > MAX_DEPTH:
+        raise PolicyError(f"{where or 'the file'} nests deeper than {MAX_DEPTH} levels")
+    if isinstance(node, bool):
+        return
+    if isinstance(node, int) and abs(node) > 10**15:
+        raise PolicyError(f"{where} is too large a number")
+    if isinstance(node, float) and not math.isfinite(node):
+        raise PolicyError(f"{where} must be a finite number (got {node})")
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if not isinstance(key, str):
+                raise PolicyError(
+                    f"{where + '.' if where else ''}{key!r} must be a string key: quote it "
+                    "(YAML reads yes, no, on, off, null and numbers as other things)"
+                )
+            _check_values(value, f"{where}.{key}" if where else key, depth + 1)
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            _check_values(value, f"{where}[{i}]", depth + 1)
+
+
 def parse_policy(text: str) -> PolicyConfig:
     """Parse and validate a threshold config; raises PolicyError naming the problem."""
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise PolicyError(f"not valid YAML: {exc}") from exc
+    except RecursionError as exc:
+        raise PolicyError(f"nests deeper than {MAX_DEPTH} levels") from exc
     if not isinstance(data, dict):
         raise PolicyError("top level must be a mapping")
+    try:
+        _check_values(data)
+    except RecursionError as exc:
+        raise PolicyError(f"nests deeper than {MAX_DEPTH} levels") from exc
     raw_version = data.get("version")
     if not isinstance(raw_version, str) or not raw_version.strip():
         # YAML reads 1.10 as the float 1.1: only a string keeps the version exact.

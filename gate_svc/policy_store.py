@@ -63,15 +63,26 @@ class PolicyStore:
 
     def _load(self, path: Path) -> Loaded:
         try:
-            text = path.read_text()
+            data = path.read_bytes()
         except OSError as exc:
             raise PolicyError(f"cannot read {path}: {exc}") from exc
-        config = self._parse(text)
+        config = self._parse(data)
         self._versions.setdefault(config.version, config.sha256)
         return Loaded(config, time.time(), str(path))
 
-    def _parse(self, text: str) -> PolicyConfig:
-        config = parse_policy(text)
+    def _parse(self, data: bytes) -> PolicyConfig:
+        try:
+            text = data.decode()
+        except UnicodeDecodeError as exc:
+            raise PolicyError(f"not UTF-8 (byte {exc.start}): save the file as UTF-8") from exc
+        try:
+            config = parse_policy(text)
+        except PolicyError:
+            raise
+        except Exception as exc:
+            # Whatever a file makes the parser raise, it is a rejected file: escaping the
+            # watcher, it ended it for good and no later file was ever loaded.
+            raise PolicyError(f"cannot be read as a config: {type(exc).__name__}: {exc}") from exc
         why = self._check(config)
         if why is not None:
             raise PolicyError(why)
@@ -86,16 +97,18 @@ class PolicyStore:
 
     def _reload_one(self, role: str, path: Path, current: Loaded | None) -> Loaded | None:
         try:
-            text = path.read_text()
+            data = path.read_bytes()
         except OSError as exc:
             self._reject(role, path, current, f"cannot read: {exc}", f"unreadable: {exc}")
             return current
-        digest = hashlib.sha256(text.encode()).hexdigest()
+        digest = hashlib.sha256(data).hexdigest()
         if current is not None and digest == current.config.sha256:
             self._rejected.pop(role, None)
             return current
+        if self._rejected.get(role) == digest:
+            return current  # the file rejected last poll: parsing it again costs a core
         try:
-            config = self._parse(text)
+            config = self._parse(data)
         except PolicyError as exc:
             self._reject(role, path, current, str(exc), digest)
             return current
@@ -137,7 +150,11 @@ class PolicyStore:
     async def watch(self, interval_seconds: float) -> None:
         while True:
             await asyncio.sleep(interval_seconds)
-            await asyncio.to_thread(self.reload_now)
+            try:
+                await asyncio.to_thread(self.reload_now)
+            except Exception:
+                # A watcher that dies keeps the running version forever, silently.
+                log.exception("threshold config poll failed; polling on")
 
     def start(self, interval_seconds: float) -> None:
         if interval_seconds > 0 and self._task is None:

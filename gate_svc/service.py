@@ -10,6 +10,7 @@ import uuid
 from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import grpc
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -305,6 +306,9 @@ class GateServicer(pb_grpc.GateServiceServicer):
     ) -> pb.Decision:
         started = time.perf_counter()
         active = self._policies.active.config
+        # Read with the active one: a reload during the retrieval await paired an old active
+        # version with a new shadow one in the decision and its metric labels.
+        shadow = self._policies.shadow
         policy = active.for_tenant(tenant)
         # Overrides share the file's version: the log says when a tenant's own one decided.
         policy_tenant = tenant if policy is not active else ""
@@ -359,7 +363,6 @@ class GateServicer(pb_grpc.GateServiceServicer):
             for a in arms
             if a.state != retrieval_pb2.ARM_STATE_OK
         )
-        shadow = self._policies.shadow
         shadow_policy = shadow.config.for_tenant(tenant) if shadow is not None else None
         # An LLM call (and its latency, cost and failure modes) only where a policy reads it.
         rerank = (
@@ -376,35 +379,54 @@ class GateServicer(pb_grpc.GateServiceServicer):
         out = self._finish(decision, tenant, query, language, arms, degraded, policy, policy_tenant)
         out.rewritten_query = reply.rewritten_query
         out = await self._translate_refusal(out, query, language, policy, context)
-        if shadow is not None and shadow_policy is not None:
-            s = decide(candidates, shadow_policy, query, down, rerank, reader, missing)
-            agrees = s.outcome == decision.outcome
-            out.shadow.CopyFrom(
-                pb.ShadowDecision(
-                    policy_version=s.policy_version,
-                    outcome=_OUTCOMES[s.outcome],
-                    reason=_REASONS[s.reason],
-                    confidence=s.confidence,
-                    agrees=agrees,
-                )
-            )
-            self._m.shadow.labels(
-                "agree" if agrees else "disagree", decision.policy_version, s.policy_version
-            ).inc()
-            if not agrees:
-                log.info(
-                    "shadow disagrees",
-                    extra={
-                        "decision_id": out.decision_id,
-                        "outcome": decision.outcome,
-                        "shadow_outcome": s.outcome,
-                        "shadow_version": s.policy_version,
-                    },
-                )
+        if shadow_policy is not None:
+            args = (candidates, query, down, rerank, reader, missing)
+            self._shadow(out, decision, shadow_policy, args)
         elapsed = time.perf_counter() - started
         out.elapsed.FromNanoseconds(int(elapsed * 1e9))
         self._m.evaluate_seconds.observe(elapsed)
         return out
+
+    def _shadow(
+        self,
+        out: pb.Decision,
+        decision: Decision,
+        shadow_policy: PolicyConfig,
+        decide_args: tuple[Any, ...],
+    ) -> None:
+        """Decide with the shadow config too (``decide``'s arguments but the policy), only to
+        count and log how it compares."""
+        candidates, query, down, rerank, reader, missing = decide_args
+        try:
+            s = decide(candidates, shadow_policy, query, down, rerank, reader, missing)
+        except Exception:
+            # A shadow is watched, never trusted: its failure must not fail the decision.
+            log.exception("shadow decision failed", extra={"decision_id": out.decision_id})
+            self._m.shadow.labels("error", decision.policy_version, shadow_policy.version).inc()
+            return
+        agrees = s.outcome == decision.outcome
+        out.shadow.CopyFrom(
+            pb.ShadowDecision(
+                policy_version=s.policy_version,
+                outcome=_OUTCOMES[s.outcome],
+                reason=_REASONS[s.reason],
+                confidence=s.confidence,
+                agrees=agrees,
+            )
+        )
+        self._m.shadow.labels(
+            "agree" if agrees else "disagree", decision.policy_version, s.policy_version
+        ).inc()
+        if not agrees:
+            log.info(
+                "shadow disagrees",
+                extra={
+                    "decision_id": out.decision_id,
+                    "outcome": decision.outcome,
+                    "shadow_outcome": s.outcome,
+                    "shadow_version": s.policy_version,
+                },
+            )
 
     def _downstream_ended(
         self, downstream: str, code: grpc.StatusCode, caller_bound: bool = False

@@ -69,6 +69,28 @@ def test_shadow_is_evaluated_beside_the_active_version_and_counted(
     }
 
 
+def test_a_shadow_that_cannot_decide_is_counted_and_the_decision_stands(
+    gate: tuple[Stack, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A shadow config whose model overflowed failed the whole Evaluate as UNKNOWN.
+    from gate_svc import service
+
+    real = service.decide
+
+    def failing_shadow(candidates, config, *args):  # type: ignore[no-untyped-def]
+        if config.version == "shadow-1":
+            raise OverflowError("math range error")
+        return real(candidates, config, *args)
+
+    monkeypatch.setattr(service, "decide", failing_shadow)
+    stack, _ = gate
+    d = _evaluate(stack)
+    assert d.outcome == gate_pb2.OUTCOME_REFUSE and not d.HasField("shadow")
+    text = scrape(stack.metrics_port("GateService"))
+    labels = {"agreement": "error", "shadow_version": "shadow-1"}
+    assert metric_value(text, "candor_gate_shadow_decisions_total", labels) == 1
+
+
 @pytest.mark.parametrize(
     ("query", "lang", "words"),
     [

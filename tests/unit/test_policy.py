@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -532,3 +533,28 @@ def test_a_score_that_is_not_a_number_never_passes(policy: str) -> None:
     d = decide(nan, config, question, reader=ReaderView((0.9,)))
     assert (d.outcome, d.confidence) == (REFUSE, 0.0)
     assert "not finite" in d.detail
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("policy: seed003\nseed003: {w_top: .nan}", "seed003.w_top must be a finite number"),
+        ("policy: seed004\nseed004: {ratio_min: .nan}", "seed004.ratio_min must be a finite"),
+        ("calibrated: {bias: .inf}", "calibrated.bias must be a finite number"),
+        ("calibrated: {coefficients: {top_cosine: -.inf}}", "must be a finite number"),
+        ("max_evidence: " + "9" * 400, "max_evidence is too large"),
+        ("tenants: {yes: {policy: seed000}}", "True must be a string key"),
+        ("tenants: {null: {policy: seed000}}", "None must be a string key"),
+        ("calibrated: {log_features: [[top_bm25]]}", "log_features must list signal names"),
+        (
+            "calibrated: {means: {top_bm25: 800}, log_features: [top_bm25]}",
+            "calibrated.means.top_bm25 is a log1p-scale value",
+        ),
+    ],
+)
+def test_values_no_gate_can_use_are_rejected_naming_them(text: str, why: str) -> None:
+    # A NaN seed003 weight passed "What is the capital of Mongolia?" at confidence 1.0
+    # (min(1, nan) is 1); YAML 1.1 reads a tenant named yes as True, whose override never
+    # applied; a log mean of 800 overflowed expm1 on every one-arm decision.
+    with pytest.raises(PolicyError, match=re.escape(why)):
+        parse_policy(f'version: "v"\n{text}\n')

@@ -161,3 +161,50 @@ def test_a_reload_fitted_on_another_reader_is_rejected_and_the_old_one_keeps_ser
     path.write_text(V2)
     store.reload_now()
     assert store.active.config.version == "v2"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        'version: "v9"\npolicy: seed000\nrefusal_messages: {fr: "Je n\xe9 sais pas"}\n'.encode(
+            "latin-1"
+        ),
+        b'version: "v9"\npolicy: calibrated\ncalibrated: {log_features: [[top_bm25]]}\n',
+        b'version: "v9"\nmax_evidence: ' + b"9" * 400 + b"\n",
+        b'version: "v9"\nx: ' + b"[" * 5000 + b"]" * 5000 + b"\n",
+    ],
+    ids=["latin-1", "nested-list", "400-digits", "deep"],
+)
+def test_a_file_the_parser_chokes_on_is_rejected_and_the_watch_goes_on(
+    tmp_path: Path, data: bytes
+) -> None:
+    # Each raised past the rejection (UnicodeDecodeError, TypeError, OverflowError,
+    # RecursionError) and ended the watcher: no later file was ever loaded, nothing said so.
+    path = tmp_path / "policy.yaml"
+    path.write_text(V1)
+    events: list[tuple[str, str, str]] = []
+    store = PolicyStore(path, on_reload=lambda *e: events.append(e))
+    path.write_bytes(data)
+    store.reload_now()
+    assert events == [("active", "failure", "v1")] and store.rejected("active")
+    path.write_text(V2)
+    store.reload_now()
+    assert store.active.config.version == "v2"
+
+
+def test_a_rejected_file_is_not_parsed_again_until_it_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A 1 MiB file re-parsed on every 2 s poll took most of a core for as long as it stayed.
+    from gate_svc import policy_store
+
+    path = tmp_path / "policy.yaml"
+    path.write_text(V1)
+    store = PolicyStore(path)
+    parsed: list[str] = []
+    real = policy_store.parse_policy
+    monkeypatch.setattr(policy_store, "parse_policy", lambda t: parsed.append(t) or real(t))
+    path.write_text("version: v3\npolicy: nope\n")
+    for _ in range(5):
+        store.reload_now()
+    assert len(parsed) == 1 and store.rejected("active")
