@@ -975,10 +975,20 @@ def _parse_mapping(data: dict[str, Any], version: str, sha: str) -> PolicyConfig
     return config
 
 
-def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+#: Sections a tenant override replaces whole: a fitted model is one piece, and a tenant's own
+#: coefficients merged over the file's kept the file's weights for signals the tenant's fit
+#: left out.
+WHOLE_SECTIONS = frozenset({"calibrated"})
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any], top: bool = True) -> dict[str, Any]:
     out = dict(base)
     for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), dict) else v
+        nested = isinstance(v, Mapping) and isinstance(out.get(k), dict)
+        if nested and not (top and k in WHOLE_SECTIONS):
+            out[k] = _merge(out[k], v, top=False)
+        else:
+            out[k] = v
     return out
 
 

@@ -558,3 +558,18 @@ def test_values_no_gate_can_use_are_rejected_naming_them(text: str, why: str) ->
     # applied; a log mean of 800 overflowed expm1 on every one-arm decision.
     with pytest.raises(PolicyError, match=re.escape(why)):
         parse_policy(f'version: "v"\n{text}\n')
+
+
+def test_a_tenants_calibrated_model_replaces_the_files_whole() -> None:
+    # Merged key by key, the tenant's own fit kept the file's weight for top_bm25.
+    cfg = parse_policy(
+        'version: "v"\npolicy: calibrated\n'
+        "calibrated: {bias: 1, coefficients: {top_cosine: 1, top_bm25: 2}}\n"
+        "tenants: {acme: {calibrated: {bias: -1, coefficients: {top_rrf: 3}}}, "
+        "beta: {tiers: {uncertain: 0.5}}}\n"
+    )
+    acme = cfg.for_tenant("acme").calibrated
+    assert (acme.bias, acme.coefficients) == (-1.0, {"top_rrf": 3.0})
+    beta = cfg.for_tenant("beta")
+    assert beta.calibrated.coefficients == {"top_cosine": 1.0, "top_bm25": 2.0}
+    assert beta.tiers.uncertain == 0.5
