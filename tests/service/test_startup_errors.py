@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,15 @@ async def _stop_at_once(services: list[RunningService]) -> None:
     """A serve that started anyway stops at once (and fails the test) instead of serving."""
     for svc in services:
         await svc.stop(0)
+
+
+def _taken_port() -> tuple[socket.socket, int]:
+    """A port another socket listens on (close the socket when done)."""
+    port = free_ports(1)[0]
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", port))
+    holder.listen()
+    return holder, port
 
 
 def _one_line(err: str) -> dict[str, object]:
@@ -114,14 +124,10 @@ def test_a_start_that_fails_after_the_stores_opened_is_one_line_and_a_clean_stop
 ) -> None:
     # Each was a Python traceback (exit 1), and the lock file kept the pid, so the next start
     # warned that the previous run had not shut down cleanly.
-    import socket
-
     env = stack_env(str(tmp_path))
     holder = socket.socket()
     if cause in ("grpc_port", "metrics_port"):
-        port = free_ports(1)[0]
-        holder.bind(("127.0.0.1", port))
-        holder.listen()
+        holder, port = _taken_port()
         key = "PORT" if cause == "grpc_port" else "METRICS_PORT"
         env[f"CANDOR_RETRIEVAL__SERVER__{key}"] = str(port)
     elif cause == "tracing":
@@ -157,15 +163,11 @@ def test_a_failed_start_or_verify_keeps_the_mark_of_an_unclean_run(
 ) -> None:
     # After a crash (SIGBUS on a full disk), a restart that failed again erased the pid, and
     # the start after the disk was freed no longer said to run candor verify.
-    import socket
-
     env = stack_env(str(tmp_path))
     holder = socket.socket()
     if cause in ("grpc_port", "generator_port"):
         # The generator's: retrieval, started first in the one process, is stopped again.
-        port = free_ports(1)[0]
-        holder.bind(("127.0.0.1", port))
-        holder.listen()
+        holder, port = _taken_port()
         service = "RETRIEVAL" if cause == "grpc_port" else "GENERATOR"
         env[f"CANDOR_{service}__SERVER__PORT"] = str(port)
     else:
