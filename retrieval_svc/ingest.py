@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from candor.text import units
@@ -14,7 +14,17 @@ from retrieval_svc.stores.base import Chunk
 TokenCounter = Callable[[Sequence[str]], list[int]]
 """Tokens per word; chunk sizes are budgets in these units (WordPiece tokens by default)."""
 
-_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$", re.MULTILINE)
+# An ATX heading: "#" to "######", a space, its text, and an optional closing run of "#" that
+# needs a space before it ("# C#" is about C#). A bare "#" is an empty heading, not the start of
+# one that takes the next line for its text.
+_HEADING = re.compile(r"(#{1,6})(?:[ \t]+(.*?))??(?:[ \t]+#+)?[ \t]*")
+_FENCE = re.compile(r"[ ]{0,3}(`{3,}|~{3,})")
+#: The fewest tokens any bundled embedder reads of a chunk (MiniLM: 256, less its two markers).
+EMBED_WINDOW_TOKENS = 250
+#: What a title or heading may take of that window: a 1,000-character title (212 tokens) left
+#: the body of every chunk past the embedder's window, unseen by the dense arm.
+TITLE_TOKENS = 64
+HEADING_TOKENS = 96
 
 
 @dataclass(frozen=True)
@@ -37,19 +47,62 @@ def generation_of(doc: SourceDocument) -> str:
     return h.hexdigest()[:16]
 
 
+def headings(text: str) -> Iterator[tuple[int, str, int, int]]:
+    """Markdown headings outside fenced code: (level, text, start, end) with the line's
+    character offsets ("# fetch the package" in a bash block is a comment, not a section)."""
+    fence = ""
+    at = 0
+    for line in text.splitlines(keepends=True):
+        start, at = at, at + len(line)
+        bare = line.rstrip("\r\n")
+        if m := _FENCE.match(bare):
+            marker = m.group(1)
+            if not fence:
+                fence = marker
+            elif (
+                marker[0] == fence[0] and len(marker) >= len(fence) and not bare[m.end() :].strip()
+            ):
+                fence = ""
+            continue
+        if not fence and (m := _HEADING.fullmatch(bare)):
+            yield len(m.group(1)), (m.group(2) or "").strip(), start, at
+
+
 def sections(text: str) -> list[tuple[str, str]]:
-    """Split markdown into (heading, body) sections; text before the first heading has ''."""
+    """Split markdown into (heading, body) sections; text before the first heading has ''.
+
+    A heading with no body of its own heads the next section with it ("Handbook / Billing /
+    Refunds"): dropped, its words were in no chunk and no search found them."""
     out: list[tuple[str, str]] = []
     last_heading, last_end = "", 0
-    for m in _HEADING.finditer(text):
-        body = text[last_end : m.start()].strip()
+    carried: list[str] = []
+    for _, heading, start, end in headings(text):
+        body = text[last_end:start].strip()
         if body:
-            out.append((last_heading, body))
-        last_heading, last_end = m.group(2).strip(), m.end()
+            out.append((" / ".join([*carried, last_heading]) if carried else last_heading, body))
+            carried = []
+        elif last_heading:
+            carried.append(last_heading)
+        last_heading, last_end = heading, end
     body = text[last_end:].strip()
     if body:
-        out.append((last_heading, body))
+        out.append((" / ".join([*carried, last_heading]) if carried else last_heading, body))
+    elif out and (last_heading or carried):
+        # Headings alone at the end: still words of the document (a document of headings
+        # alone has no text to index, which the service refuses).
+        out.append(("", " / ".join([*carried, last_heading] if last_heading else carried)))
     return out
+
+
+def cut_to_tokens(text: str, max_tokens: int, count: TokenCounter = token_counts) -> str:
+    """``text``'s leading words within ``max_tokens`` (all of it when it fits)."""
+    words = text.split()
+    total, kept = 0, 0
+    for cost in count(words):
+        if total + cost > max_tokens and kept:
+            break
+        total, kept = total + cost, kept + 1
+    return text if kept == len(words) else " ".join(words[:kept])
 
 
 def _windows(costs: Sequence[int], size: int, overlap: int) -> list[tuple[int, int]]:
@@ -133,17 +186,23 @@ def chunk_document(
     if doc.question:
         return [make(passage, 0, passage.text) for passage in passages(doc)]
     chunks: list[Chunk] = []
+    title_cost = sum(count(cut_to_tokens(doc.title, TITLE_TOKENS, count).split()))
     for passage in passages(doc):
+        heading = cut_to_tokens(passage.heading, HEADING_TOKENS, count)
+        # Title, heading and body within what the embedder reads (the default 80 always is).
+        room = EMBED_WINDOW_TOKENS - title_cost - sum(count(heading.split()))
+        size = max(min(chunk_tokens, room), 1)
         # Units keep their trailing whitespace so lists and line breaks survive chunking.
         tokens = units(passage.text)
         costs = count([t.strip() for t in tokens])
-        for c, (start, end) in enumerate(_windows(costs, chunk_tokens, overlap_tokens)):
+        for c, (start, end) in enumerate(_windows(costs, size, min(overlap_tokens, size // 2))):
             text = "".join(tokens[start:end]).strip()
-            heading = passage.heading
             chunks.append(make(passage, c, f"{heading}\n\n{text}" if heading else text))
     return chunks
 
 
 def embedding_text(chunk: Chunk) -> str:
-    """What the dense arm embeds: the title gives a short chunk its topic."""
-    return f"{chunk.title}\n{chunk.text}" if chunk.title else chunk.text
+    """What the dense arm embeds: the title gives a short chunk its topic (its first
+    :data:`TITLE_TOKENS`, so the chunk stays inside the embedder's window)."""
+    title = cut_to_tokens(chunk.title, TITLE_TOKENS)
+    return f"{title}\n{chunk.text}" if title else chunk.text

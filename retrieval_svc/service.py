@@ -459,7 +459,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         if len(request.documents) > self._s.max_documents_per_call:
             v.add("documents", f"at most {self._s.max_documents_per_call} per call")
         check_document_ids(
-            [d.document_id for d in request.documents], v, "documents[{}].document_id"
+            [d.document_id for d in request.documents], v, "documents[{}].document_id", new=True
         )
         for i, d in enumerate(request.documents):
             field = f"documents[{i}]"

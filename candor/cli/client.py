@@ -29,9 +29,14 @@ def metadata(api_key: str | None) -> tuple[tuple[str, str], ...]:
 
 
 def _title_of(text: str, fallback: str) -> str:
-    for line in text.splitlines():
-        if line.startswith("# "):
-            return line[2:].strip()
+    """The first level-1 heading outside code ("# fetch it" in a bash block is a comment),
+    within the API's title limit; else ``fallback``."""
+    from candor.runtime.validation import MAX_TITLE_CHARS
+    from retrieval_svc.ingest import headings
+
+    for level, heading, _, _ in headings(text):
+        if level == 1 and heading:
+            return heading[:MAX_TITLE_CHARS]
     return fallback
 
 
@@ -61,7 +66,8 @@ def read_documents(
                 notes.skipped.append(f"{f}: describes the tree, not part of it")
                 continue
             try:
-                text = f.read_text(encoding="utf-8")
+                # utf-8-sig: a byte-order mark hid the first heading and was indexed as text.
+                text = f.read_text(encoding="utf-8-sig")
             except (OSError, UnicodeDecodeError) as exc:
                 notes.failed.append(f"{f}: not readable as UTF-8 text ({exc})")
                 continue

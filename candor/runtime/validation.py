@@ -53,15 +53,29 @@ def check_query(query: str, max_chars: int, v: FieldViolations, field: str = "qu
         v.add(field, f"must be at most {max_chars} characters (got {len(query)})")
 
 
-def check_document_ids(ids: Sequence[str], v: FieldViolations, field: str) -> None:
+def check_document_ids(
+    ids: Sequence[str], v: FieldViolations, field: str, new: bool = False
+) -> None:
     """Each id present, within MAX_ID_BYTES and not repeated; ``field`` has a ``{}`` for the
-    index (e.g. ``documents[{}].document_id``)."""
+    index (e.g. ``documents[{}].document_id``). ``new`` (an upsert): also not blank or
+    invisible, no control characters and no surrounding whitespace, which a caller cannot
+    tell apart in a listing ("\u200b", " a", "x\ny" were accepted); a delete still takes
+    any id, so what was stored before can be removed."""
     seen: set[str] = set()
     for i, doc_id in enumerate(ids):
         if not doc_id:
             v.add(field.format(i), "required")
         elif len(doc_id.encode()) > MAX_ID_BYTES:
             v.add(field.format(i), f"must be at most {MAX_ID_BYTES} bytes of UTF-8")
+        elif new and (
+            is_blank(doc_id)
+            or doc_id != doc_id.strip()
+            or any(unicodedata.category(c) == "Cc" for c in doc_id)
+        ):
+            v.add(
+                field.format(i),
+                "must be visible text without control characters or surrounding whitespace",
+            )
         elif doc_id in seen:
             v.add(field.format(i), "duplicate in this request")
         seen.add(doc_id)

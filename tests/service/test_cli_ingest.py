@@ -112,3 +112,23 @@ def test_a_delete_that_failed_for_some_document_exits_1(
     monkeypatch.setattr(client, "delete", lambda *a: (1, 1))
     assert main(["delete", "a", "b", "--target", target]) == 1
     assert "deleted 1 of 2 documents, 1 failed" in capsys.readouterr().out
+
+
+def test_a_files_title_is_its_first_heading_outside_code_within_the_limit(tmp_path: Path) -> None:
+    from candor.cli.client import read_documents
+    from candor.runtime.validation import MAX_TITLE_CHARS
+
+    src = _tree(
+        tmp_path / "src",
+        {
+            # A byte-order mark hid the heading; a bash comment in a fence was the title; a
+            # 1,439-character heading failed the file.
+            "bom.md": "\ufeff# Refund Policy\nRefunds take 30 days.".encode(),
+            "code.md": "```bash\n# install the tool\n```\n# Setup guide\nRun it.",
+            "long.md": "# " + "Refunds " * 180 + "\nBody.",
+        },
+    )
+    titles = {d.document_id: (d.title, d.text) for d in read_documents(src)}
+    assert titles["bom"] == ("Refund Policy", "# Refund Policy\nRefunds take 30 days.")
+    assert titles["code"][0] == "Setup guide"
+    assert len(titles["long"][0]) == MAX_TITLE_CHARS

@@ -103,6 +103,12 @@ CASES: dict[str, tuple[Call, str]] = {
         "document_ids",
     ),
     "the same id twice in a delete": (_delete(["bikes", "bikes"]), "document_ids[1]"),
+    # Ids a caller cannot tell apart in a listing: invisible, padded or with a control char.
+    "an invisible id": (_upsert(document_id="\u200b"), "documents[0].document_id"),
+    "a no-break-space id": (_upsert(document_id="\xa0"), "documents[0].document_id"),
+    "an id with a leading space": (_upsert(document_id=" bikes"), "documents[0].document_id"),
+    "an id with a newline": (_upsert(document_id="x\ny"), "documents[0].document_id"),
+    "an id with a NUL": (_upsert(document_id="a\x00b"), "documents[0].document_id"),
     "delete id over the byte limit": (_delete(["x" * (MAX_ID_BYTES + 1)]), "document_ids[0]"),
 }
 

@@ -46,6 +46,48 @@ def test_sections_split_on_headings_with_preamble_untitled() -> None:
         ("", "Intro line."),
         ("First", "body one"),
         ("Second", "body two"),
+        ("", "Empty"),  # a heading alone at the end is still the document's words
+    ]
+
+
+def test_a_heading_with_no_body_heads_the_next_section_with_it() -> None:
+    # Dropped, "Zephyrine" and "Grallock" were in no chunk and no search found them.
+    text = "# Zephyrine Handbook\n## Grallock Billing\n### Refunds\nRefunds take 30 days."
+    assert sections(text) == [
+        ("Zephyrine Handbook / Grallock Billing / Refunds", "Refunds take 30 days.")
+    ]
+
+
+def test_headings_in_fenced_code_are_code() -> None:
+    text = "# Install\nRun this:\n```bash\n# fetch the package\ncurl x\n```\nThen continue."
+    assert sections(text) == [
+        ("Install", "Run this:\n```bash\n# fetch the package\ncurl x\n```\nThen continue.")
+    ]
+
+
+def test_a_bare_hash_is_an_empty_heading_and_a_closing_run_needs_a_space() -> None:
+    # "#" took the next line for its text, which then headed every chunk of the section.
+    assert sections("Intro.\n#\nA paragraph line.\nBody.") == [
+        ("", "Intro."),
+        ("", "A paragraph line.\nBody."),
+    ]
+    assert sections("# C#\nbody\n## F# language ##\nmore") == [
+        ("C#", "body"),
+        ("F# language", "more"),
+    ]
+
+
+def test_title_heading_and_body_stay_inside_the_embedders_window() -> None:
+    # A 1,000-character title (212 tokens) left every chunk's body past MiniLM's 256 tokens.
+    from retrieval_svc.ingest import EMBED_WINDOW_TOKENS, embedding_text
+
+    body = " ".join(f"word{i}" for i in range(3000))
+    d = doc(f"# {'heading ' * 300}\n{body}", title="title " * 200)
+    for chunk in chunk_document(d, 80, 20):
+        assert sum(token_counts(embedding_text(chunk).split())) <= EMBED_WINDOW_TOKENS
+    plain = doc(body, title="A short title")
+    assert [c.text for c in chunk_document(plain, 80, 20)] == [
+        c.text for c in chunk_document(dataclasses.replace(plain, title="Another"), 80, 20)
     ]
 
 
