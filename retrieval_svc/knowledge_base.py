@@ -424,6 +424,8 @@ class KnowledgeBase:
         async def skipped(arm: str) -> ArmOutcome:
             return ArmOutcome(arm, "skipped", [], 0.0)
 
+        started = time.perf_counter()
+
         dense_task = (
             self._run_arm(DENSE, self._dense_arm, p, arm_timeout, caller_bound)
             if p.mode in ("hybrid", "dense")
@@ -437,16 +439,25 @@ class KnowledgeBase:
         dense_out, keyword_out = await asyncio.gather(dense_task, keyword_task)
         dense_ranked = fusion.collapse_by_parent(dense_out.hits)
         keyword_ranked = fusion.collapse_by_parent(keyword_out.hits)
+        # Every candidate first, top_k after question hits without a passage are dropped: cut
+        # before, a reply held fewer than top_k where more were found.
+        every = max(len(dense_ranked) + len(keyword_ranked), 1)
         if p.fusion == "weighted":
             fused = fusion.weighted_score(
-                dense_ranked, keyword_ranked, p.top_k, p.dense_weight, p.keyword_weight
+                dense_ranked, keyword_ranked, every, p.dense_weight, p.keyword_weight
             )
         else:
             fused = fusion.rrf(
-                dense_ranked, keyword_ranked, p.top_k, p.rrf_k, p.dense_weight, p.keyword_weight
+                dense_ranked, keyword_ranked, every, p.rrf_k, p.dense_weight, p.keyword_weight
             )
-        fused = await self._passages_for_questions(p.tenant, fused, arm_timeout)
-        return RetrievalResult(fused, [dense_out, keyword_out])
+        # What is left of the arms' budget, and only from a keyword store that answered: the
+        # lookup took a second full budget on a hung store, past the caller's deadline.
+        left = arm_timeout - (time.perf_counter() - started)
+        readable = keyword_out.state == "ok" or p.mode == "dense"
+        fused = await self._passages_for_questions(p.tenant, fused, left if readable else 0.0)
+        return RetrievalResult(
+            fusion.drop_and_rerank(fused[: p.top_k], []), [dense_out, keyword_out]
+        )
 
     async def _passages_for_questions(
         self, tenant: str, fused: list[fusion.FusedCandidate], budget: float
@@ -454,21 +465,24 @@ class KnowledgeBase:
         """Swap in a passage chunk for each candidate only a hypothetical question found.
 
         The parent passage's own text is not stored anywhere, so its first window stands in
-        (it opens the passage and carries its heading). Where that cannot be read the candidate
-        is dropped: a question must never reach the gate as evidence.
+        (it opens the passage and carries its heading). Where that cannot be read (within
+        ``budget`` seconds) the candidate is dropped: a question must never reach the gate as
+        evidence.
         """
         pending = fusion.needs_passage(fused)
         if not pending:
             return fused
         ids = [child_id(c.chunk.parent_id, 0) for c in pending]
         loop = asyncio.get_running_loop()
-        try:
-            found = await asyncio.wait_for(
-                loop.run_in_executor(self._keyword_pool, self._keyword.get, tenant, ids), budget
-            )
-        except Exception as exc:
-            log.warning("cannot read passages for question hits", extra={"error": repr(exc)})
-            found = []
+        found: list[Chunk] = []
+        if budget > 0:
+            try:
+                found = await asyncio.wait_for(
+                    loop.run_in_executor(self._keyword_pool, self._keyword.get, tenant, ids),
+                    budget,
+                )
+            except Exception as exc:
+                log.warning("cannot read passages for question hits", extra={"error": repr(exc)})
         by_id = {c.chunk_id: c for c in found if not c.is_question}
         dropped = []
         for cand, chunk_id in zip(pending, ids, strict=True):

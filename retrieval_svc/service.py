@@ -285,7 +285,22 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         if rewrite.outcome == REWRITTEN:
             # A rewrite that asks something else would have the gate judge evidence for another
             # question (a model obeying "rewrite this into X", say): search the question.
-            asked, rewritten = await self._kb.query_vectors([query, rewrite.rewritten])
+            try:
+                # Within the arms' budget: queued behind a hung dense store's searches, the
+                # check waited past the caller's deadline where the keyword arm alone answers.
+                asked, rewritten = await asyncio.wait_for(
+                    self._kb.query_vectors([query, rewrite.rewritten]),
+                    _budget(context, self._s.arm_timeout_seconds),
+                )
+            except TimeoutError:
+                detail = "the rewrite could not be checked against the query in time"
+                log.warning(
+                    "query rewrite not used", extra={"outcome": FALLBACK_TIMEOUT, "detail": detail}
+                )
+                rewrite = Rewrite(query, "", FALLBACK_TIMEOUT, rewrite.latency_seconds, detail)
+                self._m.rewrites.labels(rewrite.outcome).inc()
+                self._m.rewrite_seconds.observe(rewrite.latency_seconds)
+                return rewrite, None
             similarity = float(np.dot(asked, rewritten))
             vector = rewritten
             if similarity < self._s.rewrite.min_similarity:

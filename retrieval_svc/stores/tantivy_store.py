@@ -18,7 +18,13 @@ from retrieval_svc.stores.data_dir import check_free_space
 log = logging.getLogger("candor.retrieval")
 #: What tantivy says once a worker thread died (of an I/O error, most likely).
 DEAD_WRITER = "index writer was killed"
-_QUERY_SYNTAX = re.compile(r"[^\w\s]", re.UNICODE)
+# Anything but letters, digits, combining marks (Devanagari's vowel signs, Thai's tone marks:
+# "दुनिया" read as "द न य" found nothing) and spaces is query syntax.
+_QUERY_SYNTAX = re.compile(
+    r"[^\w\s\u0300-\u036f\u0900-\u0dff\u0e31\u0e34-\u0e3a\u0e47-\u0e4e\u1ab0-\u1aff"
+    r"\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]",
+    re.UNICODE,
+)
 # Query-parser keywords would change the query's meaning if a user typed them.
 _OPERATORS = re.compile(r"\b(AND|OR|NOT|IN|TO)\b")
 

@@ -415,3 +415,53 @@ def test_question_hits_resolve_to_passage_text_or_are_dropped(kb: KnowledgeBase)
     # A candidate whose passage the arms returned needs no lookup.
     top = _retrieve(kb, "Why are there two high tides? Moon gravity oceans").candidates[0]
     assert top.chunk.chunk_id == "tides#p0c0"
+
+
+def test_a_question_hits_passage_lookup_keeps_within_the_arms_budget(kb: KnowledgeBase) -> None:
+    # After the arms, the lookup took a second full budget on a hung keyword store (4 s for a
+    # 2 s arm timeout), and the dense arm's answer was lost with it.
+    questions = {"tides": {"tides#p0": ["What makes seawater bulge toward the orb?"]}}
+    kb.upsert([SourceDocument("t1", "tides", "Tides", DOCS["tides"][1], 1)], None, questions)
+    real_search, real_get = kb._keyword.search, kb._keyword.get
+
+    def hung_search(*args: object) -> list[Hit]:
+        time.sleep(1.0)
+        return real_search(*args)  # type: ignore[arg-type]
+
+    def hung_get(*args: object) -> list[object]:
+        time.sleep(1.0)
+        return real_get(*args)  # type: ignore[arg-type,return-value]
+
+    kb._keyword.search = hung_search  # type: ignore[method-assign]
+    kb._keyword.get = hung_get  # type: ignore[method-assign]
+    start = time.perf_counter()
+    # One dense hit: the question, so its passage must be looked up.
+    params = RetrieveParams(tenant="t1", query="seawater bulge orb", candidate_pool=1)
+    result = asyncio.run(kb.retrieve(params, 0.4))
+    assert time.perf_counter() - start < 0.7
+    assert {a.arm: a.state for a in result.arms} == {"dense": "ok", "keyword": "timeout"}
+    assert all(not c.chunk.is_question for c in result.candidates)
+
+
+def test_top_k_counts_candidates_after_question_hits_without_a_passage_go(
+    kb: KnowledgeBase,
+) -> None:
+    # Cut to top_k before the question hits were dropped, a reply held fewer than it could.
+    questions = {"tides": {"tides#p0": ["What makes seawater bulge toward the orb?"]}}
+    kb.upsert([SourceDocument("t1", "tides", "Tides", DOCS["tides"][1], 1)], None, questions)
+
+    def broken(tenant: str, chunk_ids: object) -> list[object]:
+        raise ConnectionError("keyword store down")
+
+    kb._keyword.get = broken  # type: ignore[method-assign]
+    real = kb._dense.search
+
+    def question_only_for_tides(*args: object) -> list[Hit]:
+        hits: list[Hit] = real(*args)  # type: ignore[arg-type]
+        return [h for h in hits if h.chunk.document_id != "tides" or h.chunk.is_question]
+
+    kb._dense.search = question_only_for_tides  # type: ignore[method-assign]
+    result = _retrieve(kb, "What makes seawater bulge toward the orb?", mode="dense", top_k=2)
+    assert len(result.candidates) == 2
+    assert [c.fused_rank for c in result.candidates] == [1, 2]
+    assert all(not c.chunk.is_question for c in result.candidates)

@@ -175,6 +175,30 @@ def test_a_failed_rewrite_still_returns_results_for_the_raw_query(
     assert rewrites(rewriting, label) == before + 1
 
 
+def test_a_rewrite_check_that_cannot_embed_in_time_searches_the_question(
+    rewriting: Stack, llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The check embeds on the dense side: behind a hung dense store it waited past the
+    # caller's deadline, where the keyword arm alone would have answered.
+    import asyncio
+
+    from retrieval_svc.knowledge_base import KnowledgeBase
+
+    async def stuck(self: KnowledgeBase, texts: object) -> list[object]:
+        await asyncio.sleep(6)
+        return []
+
+    monkeypatch.setattr(KnowledgeBase, "query_vectors", stuck)
+    script(llm).rewrite = oa_completion("sourdough starter of flour and water")
+    before = rewrites(rewriting, "fallback_timeout")
+    started = time.perf_counter()
+    result = retrieve(rewriting, "sourdough starter flour", mode=pb.RETRIEVAL_MODE_KEYWORD)
+    assert time.perf_counter() - started < 4  # the 2 s arm budget, not the 6 s stall
+    assert result.query_rewrite == pb.QUERY_REWRITE_FALLBACK_TIMEOUT
+    assert [c.document_id for c in result.candidates] == ["bread"]
+    assert rewrites(rewriting, "fallback_timeout") == before + 1
+
+
 def test_hypothetical_questions_need_a_configured_generator(rewriting: Stack) -> None:
     channel = grpc.insecure_channel(rewriting.address("RetrievalService"))
     with channel, pytest.raises(grpc.RpcError) as err:

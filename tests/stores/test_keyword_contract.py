@@ -225,3 +225,12 @@ def test_data_survives_reopening(keyword_backend: Backend[KeywordStore]) -> None
 
     assert {s.document_id for s in store.inventory()} == set(DOCS)
     assert _docs(store.search("t", "tracking", limit=5)) == ["tracking"]
+
+
+@pytest.mark.parametrize("word", ["दुनिया", "naïve"])
+def test_a_word_with_combining_marks_is_one_query_term(
+    keyword_store: KeywordStore, word: str
+) -> None:
+    # The query's marks were taken for syntax: "दुनिया" was searched as "द न य" and not found.
+    _write(keyword_store, "t", {"marks": f"hello {word} again", "other": "nothing here"})
+    assert _docs(keyword_store.search("t", word, limit=10)) == ["marks"]
