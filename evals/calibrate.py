@@ -251,8 +251,8 @@ def fit(
         return out
 
     p = prob(z)
-    uncertain = threshold_for_far(p, y, target_far, weights)
-    confident = max(uncertain, threshold_for_far(p, y, confident_far, weights))
+    uncertain = _between(p, threshold_for_far(p, y, target_far, weights))
+    confident = max(uncertain, _between(p, threshold_for_far(p, y, confident_far, weights)))
     w = np.ones(len(y)) if weights is None else weights
     neg, pos = w * (y == 0), w * (y == 1)
     calibrated: dict[str, Any] = {
@@ -277,7 +277,7 @@ def fit(
             passed &= certain >= floor / 1e6
     return {
         "calibrated": calibrated,
-        "tiers": {"confident": round(confident, 6), "uncertain": round(uncertain, 6)},
+        "tiers": {"confident": confident, "uncertain": uncertain},
         "train": {
             "n": len(rows),
             "answerable": int(y.sum()),
@@ -285,6 +285,19 @@ def fit(
             "frr_at_uncertain": float(pos[~passed].sum() / max(1e-12, pos.sum())),
         },
     }
+
+
+def _between(p: np.ndarray[Any, Any], bound: float) -> float:
+    """``bound`` moved halfway down to the next lower score, rounded as the config writes it.
+
+    At a row's own score, the 6-digit rounding the file keeps (and the gate's arithmetic with
+    the written coefficients, ~1e-5 off the fit's) refused that row or not by chance, so the
+    train rates recorded with the config were not the written config's. Halfway, the same rows
+    pass unless two scores lie within that noise of each other."""
+    below = p[p < bound]
+    if below.size and math.isfinite(bound):
+        bound = (bound + float(below.max())) / 2
+    return round(bound, 6)
 
 
 def fit_seed001(rows: Sequence[dict[str, Any]]) -> dict[str, float]:

@@ -10,7 +10,8 @@ Conventions, the same in every function:
 - ``passed[i]`` is a gate decision: ``True`` = PASS (answered), ``False`` = REFUSE.
 - A rate whose denominator is empty is ``None`` (e.g. the false acceptance rate of a set with no
   unanswerable question), never ``nan``, so results serialise to JSON as ``null``.
-- Mismatched lengths and non-finite scores raise ``ValueError``.
+- Mismatched lengths and NaN scores raise ``ValueError``; an infinite score ranks below or
+  above every finite one (no gate emits one: confidences are probabilities or cosines).
 
 The definitions (``docs/datasets.md`` repeats them for report readers):
 
@@ -29,7 +30,7 @@ The definitions (``docs/datasets.md`` repeats them for report readers):
   coverage, which equals the mean over *k* of the risk of the top-*k* questions when no scores
   tie (ties enter together).
 - **FRR at FAR <= target**: over every threshold on the scores, the smallest FRR whose FAR does
-  not exceed the target (the lowest such threshold).
+  not exceed the target (of thresholds tied on that FRR, the highest).
 - **ECE** (expected calibration error): *n_bins* equal-width bins over [0, 1] (bin *i* holds
   confidences in ``[i/n, (i+1)/n)``, the last bin also 1.0); the count-weighted mean of
   ``|mean confidence - observed frequency|`` over non-empty bins.

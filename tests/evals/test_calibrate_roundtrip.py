@@ -89,6 +89,11 @@ def test_calibrate_writes_a_config_the_gate_loads_and_applies(
     harness.rescore(rescored, config, "calibrated")
     got = [r["policies"]["calibrated"]["confidence"] for r in rescored]
     assert np.allclose(got, expected, atol=1e-4)
+    # The train rates recorded with the config are the written config's own (a bound rounded
+    # up past its row's score refused that row, and the record said otherwise).
+    passed = np.array([r["policies"]["calibrated"]["outcome"] == "pass" for r in rescored])
+    assert fitted["train"]["far_at_uncertain"] == pytest.approx(passed[y == 0].mean())
+    assert fitted["train"]["frr_at_uncertain"] == pytest.approx(1 - passed[y == 1].mean())
     # Evaluate the new config through the harness and report on the test split.
     out = harness.run(tmp / "dataset", tmp / "rows2.jsonl", [path], progress=False)
     summary_path = tmp / "summary.json"
