@@ -994,13 +994,40 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any], top: bool = True) -> d
 
 #: Nesting a threshold config never needs; far deeper, PyYAML and the checks recurse out of stack.
 MAX_DEPTH = 32
+#: Values a threshold config never needs; aliases can make a 400-byte file expand to billions.
+MAX_NODES = 100_000
 
 
-def _check_values(node: object, where: str = "", depth: int = 0) -> None:
+class _ConfigLoader(yaml.SafeLoader):
+    """YAML with every mapping key kept as written and no key twice: YAML 1.1 read a tenant
+    named ``yes``, ``null`` or ``0123`` as True, None or 83, whose override then never
+    applied, and a second ``version:`` silently replaced the first."""
+
+
+def _string_keys(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    loader.flatten_mapping(node)
+    out: dict[Any, Any] = {}
+    for key_node, value_node in node.value:
+        if isinstance(key_node, yaml.ScalarNode):
+            key: Any = key_node.value
+        else:
+            key = loader.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+        if key in out:
+            raise PolicyError(f"{key!r} is given twice (line {key_node.start_mark.line + 1})")
+        out[key] = loader.construct_object(value_node, deep=True)  # type: ignore[no-untyped-call]
+    return out
+
+
+_ConfigLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _string_keys)
+
+
+def _check_values(
+    node: object, where: str = "", depth: int = 0, seen: set[int] | None = None
+) -> None:
     """Every number finite and every mapping key a string, however deep: a NaN weight made
-    seed003 pass any question at confidence 1.0 (min(1, nan) is 1), a 400-digit integer
-    overflowed float(), and YAML 1.1 reads a tenant named ``yes`` or ``null`` as a boolean or
-    None, whose override then never applied."""
+    seed003 pass any question at confidence 1.0 (min(1, nan) is 1) and a 400-digit integer
+    overflowed float(). A node reached again through an alias is checked once."""
+    seen = set() if seen is None else seen
     if depth > MAX_DEPTH:
         raise PolicyError(f"{where or 'the file'} nests deeper than {MAX_DEPTH} levels")
     if isinstance(node, bool):
@@ -1009,23 +1036,26 @@ def _check_values(node: object, where: str = "", depth: int = 0) -> None:
         raise PolicyError(f"{where} is too large a number")
     if isinstance(node, float) and not math.isfinite(node):
         raise PolicyError(f"{where} must be a finite number (got {node})")
+    if isinstance(node, dict | list):
+        if id(node) in seen:
+            return
+        seen.add(id(node))
+        if len(seen) > MAX_NODES:
+            raise PolicyError(f"the file holds more than {MAX_NODES} values")
     if isinstance(node, dict):
         for key, value in node.items():
             if not isinstance(key, str):
-                raise PolicyError(
-                    f"{where + '.' if where else ''}{key!r} must be a string key: quote it "
-                    "(YAML reads yes, no, on, off, null and numbers as other things)"
-                )
-            _check_values(value, f"{where}.{key}" if where else key, depth + 1)
+                raise PolicyError(f"{where + '.' if where else ''}{key!r} must be a plain name")
+            _check_values(value, f"{where}.{key}" if where else key, depth + 1, seen)
     elif isinstance(node, list):
         for i, value in enumerate(node):
-            _check_values(value, f"{where}[{i}]", depth + 1)
+            _check_values(value, f"{where}[{i}]", depth + 1, seen)
 
 
 def parse_policy(text: str) -> PolicyConfig:
     """Parse and validate a threshold config; raises PolicyError naming the problem."""
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_ConfigLoader)  # a SafeLoader: no arbitrary objects
     except yaml.YAMLError as exc:
         raise PolicyError(f"not valid YAML: {exc}") from exc
     except RecursionError as exc:

@@ -25,6 +25,8 @@ EMBED_WINDOW_TOKENS = 250
 #: the body of every chunk past the embedder's window, unseen by the dense arm.
 TITLE_TOKENS = 64
 HEADING_TOKENS = 96
+#: A chunk's body never shrinks below this (the caps above leave it 90 at least).
+MIN_BODY_TOKENS = 32
 
 
 @dataclass(frozen=True)
@@ -52,12 +54,18 @@ def headings(text: str) -> Iterator[tuple[int, str, int, int]]:
     character offsets ("# fetch the package" in a bash block is a comment, not a section)."""
     fence = ""
     at = 0
-    for line in text.splitlines(keepends=True):
-        start, at = at, at + len(line)
-        bare = line.rstrip("\r\n")
+    # Lines end at "\n" only: str.splitlines also breaks at form feeds and U+2028, which
+    # markdown does not.
+    for line in text.split("\n"):
+        start, at = at, at + len(line) + 1
+        bare = line.rstrip("\r")
         if m := _FENCE.match(bare):
             marker = m.group(1)
             if not fence:
+                # A backtick fence's info string has no backtick: "```x``` is inline" is code
+                # inside a line, not a fence that swallows every later heading.
+                if marker[0] == "`" and "`" in bare[m.end() :]:
+                    continue
                 fence = marker
             elif (
                 marker[0] == fence[0] and len(marker) >= len(fence) and not bare[m.end() :].strip()
@@ -95,14 +103,31 @@ def sections(text: str) -> list[tuple[str, str]]:
 
 
 def cut_to_tokens(text: str, max_tokens: int, count: TokenCounter = token_counts) -> str:
-    """``text``'s leading words within ``max_tokens`` (all of it when it fits)."""
-    words = text.split()
-    total, kept = 0, 0
-    for cost in count(words):
-        if total + cost > max_tokens and kept:
+    """``text``'s leading units within ``max_tokens`` (all of it when it fits).
+
+    Units as chunks count them (a character of Chinese, not a run of it), and a single unit
+    over the limit (a URL, a path) is cut by characters: kept whole, a title of 100 Chinese
+    characters or one long URL took the body's whole window, whose chunks then held one
+    token each."""
+    pieces = units(text)
+    costs = count([p.strip() for p in pieces])
+    kept: list[str] = []
+    total = 0
+    for piece, cost in zip(pieces, costs, strict=True):
+        if total + cost > max_tokens:
+            if not kept:  # one unit too long on its own: the characters that fit
+                lo, hi = 0, len(piece)
+                while lo < hi:
+                    mid = (lo + hi + 1) // 2
+                    if count([piece[:mid].strip()])[0] <= max_tokens:
+                        lo = mid
+                    else:
+                        hi = mid - 1
+                kept.append(piece[:lo])
             break
-        total, kept = total + cost, kept + 1
-    return text if kept == len(words) else " ".join(words[:kept])
+        kept.append(piece)
+        total += cost
+    return text if len(kept) == len(pieces) else "".join(kept).strip()
 
 
 def _windows(costs: Sequence[int], size: int, overlap: int) -> list[tuple[int, int]]:
@@ -186,12 +211,12 @@ def chunk_document(
     if doc.question:
         return [make(passage, 0, passage.text) for passage in passages(doc)]
     chunks: list[Chunk] = []
-    title_cost = sum(count(cut_to_tokens(doc.title, TITLE_TOKENS, count).split()))
+    title_cost = _cost(cut_to_tokens(doc.title, TITLE_TOKENS, count), count)
     for passage in passages(doc):
         heading = cut_to_tokens(passage.heading, HEADING_TOKENS, count)
         # Title, heading and body within what the embedder reads (the default 80 always is).
-        room = EMBED_WINDOW_TOKENS - title_cost - sum(count(heading.split()))
-        size = max(min(chunk_tokens, room), 1)
+        room = EMBED_WINDOW_TOKENS - title_cost - _cost(heading, count)
+        size = max(min(chunk_tokens, room), min(chunk_tokens, MIN_BODY_TOKENS))
         # Units keep their trailing whitespace so lists and line breaks survive chunking.
         tokens = units(passage.text)
         costs = count([t.strip() for t in tokens])
@@ -199,6 +224,10 @@ def chunk_document(
             text = "".join(tokens[start:end]).strip()
             chunks.append(make(passage, c, f"{heading}\n\n{text}" if heading else text))
     return chunks
+
+
+def _cost(text: str, count: TokenCounter) -> int:
+    return sum(count([u.strip() for u in units(text)]))
 
 
 def embedding_text(chunk: Chunk) -> str:

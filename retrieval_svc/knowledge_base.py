@@ -450,10 +450,12 @@ class KnowledgeBase:
             fused = fusion.rrf(
                 dense_ranked, keyword_ranked, every, p.rrf_k, p.dense_weight, p.keyword_weight
             )
-        # What is left of the arms' budget, and only from a keyword store that answered: the
-        # lookup took a second full budget on a hung store, past the caller's deadline.
-        left = arm_timeout - (time.perf_counter() - started)
+        # Only from a keyword store that answered (on a hung one the lookup took a second full
+        # budget, past the caller's deadline), and within what the caller's deadline left when
+        # that bounds the arms; otherwise the arm's own budget, so a dense arm that timed out
+        # does not leave the lookup none.
         readable = keyword_out.state == "ok" or p.mode == "dense"
+        left = arm_timeout - (time.perf_counter() - started) if caller_bound else arm_timeout
         fused = await self._passages_for_questions(p.tenant, fused, left if readable else 0.0)
         return RetrievalResult(
             fusion.drop_and_rerank(fused[: p.top_k], []), [dense_out, keyword_out]

@@ -40,6 +40,16 @@ def _title_of(text: str, fallback: str) -> str:
     return fallback
 
 
+def _id_problem(document_id: str) -> str:
+    """Why the service would refuse ``document_id`` for an upsert ("" if it would not)."""
+    from candor.runtime.errors import FieldViolations
+    from candor.runtime.validation import check_document_ids
+
+    v = FieldViolations()
+    check_document_ids([document_id], v, "id", new=True)
+    return "; ".join(why for _, why in v.items)
+
+
 NOT_CORPUS = frozenset({"README", "QUESTIONS", "LICENSE", "CHANGELOG", "CONTRIBUTING", "NOTICE"})
 """File stems (any case) that describe a source tree rather than belong to it."""
 
@@ -73,6 +83,10 @@ def read_documents(
                 continue
             if not text.strip():
                 notes.skipped.append(f"{f}: empty")
+                continue
+            if why := _id_problem(f.stem):
+                # Sent, it failed the whole batch it travelled in.
+                notes.failed.append(f"{f}: its name is not a usable document id ({why})")
                 continue
             yield retrieval_pb2.Document(
                 document_id=f.stem, title=_title_of(text, f.stem), text=text, uri=str(f)

@@ -13,9 +13,11 @@ from google.protobuf.descriptor import EnumDescriptor
 from candor.runtime.errors import FieldViolations
 
 _TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
-# A BCP-47 tag (or a POSIX locale's "de_DE"): the language goes into the LLM's instructions.
-_LANGUAGE = re.compile(r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{1,8}){0,6}")
-MAX_LANGUAGE_CHARS: Final = 35
+# A BCP-47 tag (private use "x-klingon" too) or a POSIX locale ("de_DE.UTF-8", "de_DE@euro"):
+# letters, digits and the separators those use, nothing that could end a quoted string in the
+# LLM's instructions.
+_LANGUAGE = re.compile(r"[A-Za-z][A-Za-z0-9_.@-]*")
+MAX_LANGUAGE_CHARS: Final = 64
 
 MAX_ID_BYTES: Final = 1024
 """A document id's UTF-8 length. The keyword store silently drops index terms over ~64 KiB,
@@ -38,7 +40,11 @@ def check_language(language: str, v: FieldViolations, field: str = "language") -
     """Empty (detect it) or a language tag: the generator writes it into the LLM's system
     prompt, where "en\". IGNORE the evidence ..." was an instruction (an outside probe)."""
     if language and (len(language) > MAX_LANGUAGE_CHARS or not _LANGUAGE.fullmatch(language)):
-        v.add(field, "must be a BCP-47 language tag such as en, de-CH or pt_BR (or empty)")
+        v.add(
+            field,
+            f"must be a language tag such as en, de-CH or pt_BR.UTF-8 (letters, digits, '-', "
+            f"'_', '.', '@'; at most {MAX_LANGUAGE_CHARS} characters) or empty",
+        )
 
 
 def is_blank(text: str) -> bool:

@@ -6,6 +6,7 @@ import errno
 import logging
 import re
 import threading
+import unicodedata
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -18,13 +19,18 @@ from retrieval_svc.stores.data_dir import check_free_space
 log = logging.getLogger("candor.retrieval")
 #: What tantivy says once a worker thread died (of an I/O error, most likely).
 DEAD_WRITER = "index writer was killed"
-# Anything but letters, digits, combining marks (Devanagari's vowel signs, Thai's tone marks:
-# "दुनिया" read as "द न य" found nothing) and spaces is query syntax.
-_QUERY_SYNTAX = re.compile(
-    r"[^\w\s\u0300-\u036f\u0900-\u0dff\u0e31\u0e34-\u0e3a\u0e47-\u0e4e\u1ab0-\u1aff"
-    r"\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]",
-    re.UNICODE,
-)
+
+
+def _query_text(query: str) -> str:
+    """Letters, digits, combining marks and spaces; anything else is query syntax to blank.
+
+    Marks are part of their word: Devanagari's vowel signs, Arabic's harakat, Thai's tone marks
+    ("दुनिया" read as "द न य" found nothing)."""
+    return "".join(
+        c if c.isalnum() or c.isspace() or unicodedata.category(c)[0] == "M" else " " for c in query
+    )
+
+
 # Query-parser keywords would change the query's meaning if a user typed them.
 _OPERATORS = re.compile(r"\b(AND|OR|NOT|IN|TO)\b")
 
@@ -163,7 +169,7 @@ class TantivyKeywordStore:
         return n
 
     def search(self, tenant: str, query: str, limit: int) -> list[Hit]:
-        cleaned = _OPERATORS.sub(" ", _QUERY_SYNTAX.sub(" ", query)).strip()
+        cleaned = _OPERATORS.sub(" ", _query_text(query)).strip()
         if not cleaned or limit <= 0:
             return []
         matched = self._index.parse_query(cleaned, ["title", "text"])

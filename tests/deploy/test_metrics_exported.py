@@ -32,8 +32,11 @@ POSSIBLE_VALUES: dict[tuple[str, str], set[str]] = {
     ("candor_retrieval_arm_outcomes_total", "state"): set(retrieval_service._STATES),
     # generator_svc/service.py: verifications.labels("passed" if passed else "failed")
     ("candor_generator_verifications_total", "result"): {"passed", "failed"},
+    # gate_svc/service.py: a shadow config that cannot decide is counted agreement="error".
+    ("candor_gate_shadow_decisions_total", "agreement"): {"agree", "disagree", "error"},
 }
 VERIFICATION_LABELS = ("generator_svc/service.py", '"passed" if passed else "failed"')
+SHADOW_ERROR_LABEL = ("gate_svc/service.py", 'self._m.shadow.labels("error"')
 
 
 @pytest.fixture(scope="module")
@@ -113,5 +116,5 @@ def test_every_label_the_rules_and_dashboard_match_on_exists(exported: dict[str,
 
 
 def test_the_failure_label_values_assumed_above_are_still_in_the_code() -> None:
-    path, snippet = VERIFICATION_LABELS
-    assert snippet in (ROOT / path).read_text()
+    for path, snippet in (VERIFICATION_LABELS, SHADOW_ERROR_LABEL):
+        assert snippet in (ROOT / path).read_text(), (path, snippet)

@@ -115,7 +115,7 @@ def test_a_delete_that_failed_for_some_document_exits_1(
 
 
 def test_a_files_title_is_its_first_heading_outside_code_within_the_limit(tmp_path: Path) -> None:
-    from candor.cli.client import read_documents
+    from candor.cli.client import SourceNotes, read_documents
     from candor.runtime.validation import MAX_TITLE_CHARS
 
     src = _tree(
@@ -126,9 +126,14 @@ def test_a_files_title_is_its_first_heading_outside_code_within_the_limit(tmp_pa
             "bom.md": "\ufeff# Refund Policy\nRefunds take 30 days.".encode(),
             "code.md": "```bash\n# install the tool\n```\n# Setup guide\nRun it.",
             "long.md": "# " + "Refunds " * 180 + "\nBody.",
+            # An id the service refuses failed the whole batch it was sent in.
+            "notes .md": "Refund notes.",
         },
     )
-    titles = {d.document_id: (d.title, d.text) for d in read_documents(src)}
+    notes = SourceNotes()
+    titles = {d.document_id: (d.title, d.text) for d in read_documents(src, notes)}
+    assert "notes " not in titles
+    assert any("notes .md: its name is not a usable document id" in f for f in notes.failed)
     assert titles["bom"] == ("Refund Policy", "# Refund Policy\nRefunds take 30 days.")
     assert titles["code"][0] == "Setup guide"
     assert len(titles["long"][0]) == MAX_TITLE_CHARS

@@ -465,3 +465,17 @@ def test_top_k_counts_candidates_after_question_hits_without_a_passage_go(
     assert len(result.candidates) == 2
     assert [c.fused_rank for c in result.candidates] == [1, 2]
     assert all(not c.chunk.is_question for c in result.candidates)
+
+
+def test_a_dense_arm_that_timed_out_leaves_question_hits_their_passage(kb: KnowledgeBase) -> None:
+    # The lookup was given what the arms left: after a dense timeout, nothing, and the keyword
+    # arm's question-found passage was dropped though the keyword store answered.
+    questions = {"tides": {"tides#p0": ["What makes seawater bulge toward the orb?"]}}
+    kb.upsert([SourceDocument("t1", "tides", "Tides", DOCS["tides"][1], 1)], None, questions)
+    _slow_dense(kb)
+    params = RetrieveParams(tenant="t1", query="seawater bulge orb", candidate_pool=1)
+    result = asyncio.run(kb.retrieve(params, 0.4))
+    assert {a.arm: a.state for a in result.arms} == {"dense": "timeout", "keyword": "ok"}
+    assert [(c.chunk.chunk_id, c.chunk.is_question) for c in result.candidates] == [
+        ("tides#p0c0", False)
+    ]

@@ -65,6 +65,16 @@ def test_headings_in_fenced_code_are_code() -> None:
     ]
 
 
+def test_inline_code_and_unusual_line_breaks_do_not_change_the_sections() -> None:
+    assert sections("# A\n```x``` is inline code\n# B\nbody") == [
+        ("A", "```x``` is inline code"),
+        ("B", "body"),
+    ]
+    assert sections("# A\ntext\x0c# not a heading\u2028# nor this") == [
+        ("A", "text\x0c# not a heading\u2028# nor this")
+    ]
+
+
 def test_a_bare_hash_is_an_empty_heading_and_a_closing_run_needs_a_space() -> None:
     # "#" took the next line for its text, which then headed every chunk of the section.
     assert sections("Intro.\n#\nA paragraph line.\nBody.") == [
@@ -82,9 +92,17 @@ def test_title_heading_and_body_stay_inside_the_embedders_window() -> None:
     from retrieval_svc.ingest import EMBED_WINDOW_TOKENS, embedding_text
 
     body = " ".join(f"word{i}" for i in range(3000))
-    d = doc(f"# {'heading ' * 300}\n{body}", title="title " * 200)
-    for chunk in chunk_document(d, 80, 20):
-        assert sum(token_counts(embedding_text(chunk).split())) <= EMBED_WINDOW_TOKENS
+    plain_chunks = len(chunk_document(doc(body), 80, 20))
+    for title, heading in [
+        ("title " * 200, "heading " * 300),
+        ("数据库" * 100, "配置" * 150),  # no spaces: each character is a unit
+        ("https://example.com/" + "a" * 820, "x" * 600),  # one unit over every limit
+    ]:
+        chunks = chunk_document(doc(f"## {heading}\n{body}", title=title), 80, 20)
+        # Not one token per chunk: a long unspaced title once took the body's whole window.
+        assert len(chunks) <= 2 * plain_chunks
+        for chunk in chunks:
+            assert sum(token_counts(embedding_text(chunk).split())) <= EMBED_WINDOW_TOKENS
     plain = doc(body, title="A short title")
     assert [c.text for c in chunk_document(plain, 80, 20)] == [
         c.text for c in chunk_document(dataclasses.replace(plain, title="Another"), 80, 20)

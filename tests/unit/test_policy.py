@@ -543,8 +543,15 @@ def test_a_score_that_is_not_a_number_never_passes(policy: str) -> None:
         ("calibrated: {bias: .inf}", "calibrated.bias must be a finite number"),
         ("calibrated: {coefficients: {top_cosine: -.inf}}", "must be a finite number"),
         ("max_evidence: " + "9" * 400, "max_evidence is too large"),
-        ("tenants: {yes: {policy: seed000}}", "True must be a string key"),
-        ("tenants: {null: {policy: seed000}}", "None must be a string key"),
+        ("version: v2", "'version' is given twice"),
+        (
+            "x0: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n"
+            + "".join(
+                f"x{i}: &a{i} [{', '.join(['*a' if i == 1 else f'*a{i - 1}'] * 10)}]\n"
+                for i in range(1, 7)
+            ),
+            "unknown keys",
+        ),
         ("calibrated: {log_features: [[top_bm25]]}", "log_features must list signal names"),
         (
             "calibrated: {means: {top_bm25: 800}, log_features: [top_bm25]}",
@@ -573,3 +580,17 @@ def test_a_tenants_calibrated_model_replaces_the_files_whole() -> None:
     beta = cfg.for_tenant("beta")
     assert beta.calibrated.coefficients == {"top_cosine": 1.0, "top_bm25": 2.0}
     assert beta.tiers.uncertain == 0.5
+
+
+def test_tenant_names_keep_the_text_they_are_written_with() -> None:
+    # YAML 1.1 read yes, null and 0123 as True, None and 83: those overrides never applied.
+    cfg = parse_policy(
+        'version: "v"\ntenants: {yes: {max_evidence: 1}, null: {max_evidence: 2}, '
+        "0123: {max_evidence: 3}, 123: {max_evidence: 4}}\n"
+    )
+    assert {t: cfg.for_tenant(t).max_evidence for t in ("yes", "null", "0123", "123")} == {
+        "yes": 1,
+        "null": 2,
+        "0123": 3,
+        "123": 4,
+    }
