@@ -1005,16 +1005,21 @@ class _ConfigLoader(yaml.SafeLoader):
 
 
 def _string_keys(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    loader.flatten_mapping(node)
+    own: set[str] = set()
+    for key_node, _ in node.value:
+        if not isinstance(key_node, yaml.ScalarNode):
+            raise PolicyError(f"line {key_node.start_mark.line + 1}: keys must be plain names")
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # "<<: *base": its keys may be overridden below
+        if key_node.value in own:
+            raise PolicyError(
+                f"{key_node.value!r} is given twice (line {key_node.start_mark.line + 1})"
+            )
+        own.add(key_node.value)
+    loader.flatten_mapping(node)  # merged keys first, so the mapping's own ones win
     out: dict[Any, Any] = {}
     for key_node, value_node in node.value:
-        if isinstance(key_node, yaml.ScalarNode):
-            key: Any = key_node.value
-        else:
-            key = loader.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
-        if key in out:
-            raise PolicyError(f"{key!r} is given twice (line {key_node.start_mark.line + 1})")
-        out[key] = loader.construct_object(value_node, deep=True)  # type: ignore[no-untyped-call]
+        out[key_node.value] = loader.construct_object(value_node, deep=True)  # type: ignore[no-untyped-call]
     return out
 
 

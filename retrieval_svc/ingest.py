@@ -19,6 +19,7 @@ TokenCounter = Callable[[Sequence[str]], list[int]]
 # one that takes the next line for its text.
 _HEADING = re.compile(r"(#{1,6})(?:[ \t]+(.*?))??(?:[ \t]+#+)?[ \t]*")
 _FENCE = re.compile(r"[ ]{0,3}(`{3,}|~{3,})")
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 #: The fewest tokens any bundled embedder reads of a chunk (MiniLM: 256, less its two markers).
 EMBED_WINDOW_TOKENS = 250
 #: What a title or heading may take of that window: a 1,000-character title (212 tokens) left
@@ -54,11 +55,11 @@ def headings(text: str) -> Iterator[tuple[int, str, int, int]]:
     character offsets ("# fetch the package" in a bash block is a comment, not a section)."""
     fence = ""
     at = 0
-    # Lines end at "\n" only: str.splitlines also breaks at form feeds and U+2028, which
-    # markdown does not.
-    for line in text.split("\n"):
-        start, at = at, at + len(line) + 1
-        bare = line.rstrip("\r")
+    # Lines end at "\r\n", "\r" or "\n", as in markdown: str.splitlines also breaks at form
+    # feeds and U+2028, which markdown does not.
+    for line in _LINE.findall(text):
+        start, at = at, at + len(line)
+        bare = line.rstrip("\r\n")
         if m := _FENCE.match(bare):
             marker = m.group(1)
             if not fence:
@@ -111,6 +112,8 @@ def cut_to_tokens(text: str, max_tokens: int, count: TokenCounter = token_counts
     token each."""
     pieces = units(text)
     costs = count([p.strip() for p in pieces])
+    if sum(costs) <= max_tokens:
+        return text
     kept: list[str] = []
     total = 0
     for piece, cost in zip(pieces, costs, strict=True):
@@ -127,7 +130,7 @@ def cut_to_tokens(text: str, max_tokens: int, count: TokenCounter = token_counts
             break
         kept.append(piece)
         total += cost
-    return text if len(kept) == len(pieces) else "".join(kept).strip()
+    return "".join(kept).strip()
 
 
 def _windows(costs: Sequence[int], size: int, overlap: int) -> list[tuple[int, int]]:

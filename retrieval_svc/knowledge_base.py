@@ -6,6 +6,7 @@ import asyncio
 import errno
 import json
 import logging
+import math
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -414,12 +415,18 @@ class KnowledgeBase:
         return ArmOutcome(arm, "ok", hits, time.perf_counter() - start)
 
     async def retrieve(
-        self, p: RetrieveParams, arm_timeout: float, caller_bound: bool = False
+        self,
+        p: RetrieveParams,
+        arm_timeout: float,
+        caller_bound: bool = False,
+        time_left: float = math.inf,
     ) -> RetrievalResult:
         """Run the arms in parallel, each under its own deadline; a failed arm degrades.
 
         ``caller_bound``: ``arm_timeout`` is what the caller's deadline left, below the arms'
-        own timeout, so an arm that runs out reports ``deadline``, not a slow store."""
+        own timeout, so an arm that runs out reports ``deadline``, not a slow store.
+        ``time_left``: seconds until the caller's deadline (less a margin to answer), which
+        nothing here outlives."""
 
         async def skipped(arm: str) -> ArmOutcome:
             return ArmOutcome(arm, "skipped", [], 0.0)
@@ -451,11 +458,10 @@ class KnowledgeBase:
                 dense_ranked, keyword_ranked, every, p.rrf_k, p.dense_weight, p.keyword_weight
             )
         # Only from a keyword store that answered (on a hung one the lookup took a second full
-        # budget, past the caller's deadline), and within what the caller's deadline left when
-        # that bounds the arms; otherwise the arm's own budget, so a dense arm that timed out
-        # does not leave the lookup none.
+        # budget, past the caller's deadline); within an arm's budget and what the caller's
+        # deadline leaves, not what the arms left: a dense arm that timed out left it none.
         readable = keyword_out.state == "ok" or p.mode == "dense"
-        left = arm_timeout - (time.perf_counter() - started) if caller_bound else arm_timeout
+        left = min(arm_timeout, time_left - (time.perf_counter() - started))
         fused = await self._passages_for_questions(p.tenant, fused, left if readable else 0.0)
         return RetrievalResult(
             fusion.drop_and_rerank(fused[: p.top_k], []), [dense_out, keyword_out]

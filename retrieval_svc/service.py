@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -401,10 +402,11 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         )
         try:
             arm_timeout = downstream_timeout(context, self._s.arm_timeout_seconds)
+            time_left = downstream_timeout(context, math.inf)
         except DeadlineExhausted as exc:
             await abort_info(context, grpc.StatusCode.DEADLINE_EXCEEDED, "DEADLINE", str(exc))
         bound = caller_bound(arm_timeout, self._s.arm_timeout_seconds)
-        result = await self._kb.retrieve(params, arm_timeout, bound)
+        result = await self._kb.retrieve(params, arm_timeout, bound, time_left)
         ran = [a for a in result.arms if a.state != "skipped"]
         for arm in result.arms:
             self._m.arm_outcomes.labels(arm.arm, arm.state).inc()

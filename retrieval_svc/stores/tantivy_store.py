@@ -22,13 +22,13 @@ DEAD_WRITER = "index writer was killed"
 
 
 def _query_text(query: str) -> str:
-    """Letters, digits, combining marks and spaces; anything else is query syntax to blank.
+    """Letters, digits and combining marks; anything else is query syntax or space to blank.
 
     Marks are part of their word: Devanagari's vowel signs, Arabic's harakat, Thai's tone marks
     ("दुनिया" read as "द न य" found nothing)."""
-    return "".join(
-        c if c.isalnum() or c.isspace() or unicodedata.category(c)[0] == "M" else " " for c in query
-    )
+    # Every kind of space becomes " ": tantivy's parser ends a word at a no-break or
+    # ideographic space but only skips ASCII ones between terms, and raised on the rest.
+    return "".join(c if c.isalnum() or unicodedata.category(c)[0] == "M" else " " for c in query)
 
 
 # Query-parser keywords would change the query's meaning if a user typed them.

@@ -479,3 +479,22 @@ def test_a_dense_arm_that_timed_out_leaves_question_hits_their_passage(kb: Knowl
     assert [(c.chunk.chunk_id, c.chunk.is_question) for c in result.candidates] == [
         ("tides#p0c0", False)
     ]
+
+
+def test_the_passage_lookup_never_outlives_the_callers_deadline(kb: KnowledgeBase) -> None:
+    # With the arm's own budget the lookup ran a second one past a deadline the caller had
+    # left just above it (dense hung, keyword slow to fetch): the whole reply was lost.
+    questions = {"tides": {"tides#p0": ["What makes seawater bulge toward the orb?"]}}
+    kb.upsert([SourceDocument("t1", "tides", "Tides", DOCS["tides"][1], 1)], None, questions)
+    _slow_dense(kb)
+    real_get = kb._keyword.get
+
+    def slow_get(*args: object) -> list[object]:
+        time.sleep(1.0)
+        return real_get(*args)  # type: ignore[arg-type,return-value]
+
+    kb._keyword.get = slow_get  # type: ignore[method-assign]
+    params = RetrieveParams(tenant="t1", query="seawater bulge orb", candidate_pool=1)
+    start = time.perf_counter()
+    asyncio.run(kb.retrieve(params, 0.4, caller_bound=False, time_left=0.5))
+    assert time.perf_counter() - start < 0.75

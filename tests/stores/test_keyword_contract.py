@@ -72,7 +72,10 @@ def test_search_with_limit_zero_is_empty(
     assert store.search("t", "parcel", limit=0) == []
 
 
-@pytest.mark.parametrize("query", ["", "   ", "?!", "AND OR NOT", 'title:"x', "label)"])
+@pytest.mark.parametrize(
+    "query",
+    ["", "   ", "?!", "AND OR NOT", 'title:"x', "label)", "label\u00a0refund", "label\u3000x"],
+)
 def test_queries_with_no_terms_or_syntax_do_not_raise(
     keyword_store: KeywordStore, query: str
 ) -> None:

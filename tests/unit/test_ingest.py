@@ -73,6 +73,8 @@ def test_inline_code_and_unusual_line_breaks_do_not_change_the_sections() -> Non
     assert sections("# A\ntext\x0c# not a heading\u2028# nor this") == [
         ("A", "text\x0c# not a heading\u2028# nor this")
     ]
+    # A lone carriage return ends a line, as in markdown (old Mac files).
+    assert sections("# A\rbody a\r# B\rbody b") == [("A", "body a"), ("B", "body b")]
 
 
 def test_a_bare_hash_is_an_empty_heading_and_a_closing_run_needs_a_space() -> None:
@@ -96,7 +98,9 @@ def test_title_heading_and_body_stay_inside_the_embedders_window() -> None:
     for title, heading in [
         ("title " * 200, "heading " * 300),
         ("数据库" * 100, "配置" * 150),  # no spaces: each character is a unit
-        ("https://example.com/" + "a" * 820, "x" * 600),  # one unit over every limit
+        ("https://example.com/" + "a" * 820, "x" * 600),  # one unit
+        # One unit over every limit: cut by characters (kept whole, it was the window).
+        ("https://example.com/" + "/".join(f"seg{i}" for i in range(150)), "!" * 1000),
     ]:
         chunks = chunk_document(doc(f"## {heading}\n{body}", title=title), 80, 20)
         # Not one token per chunk: a long unspaced title once took the body's whole window.

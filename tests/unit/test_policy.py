@@ -594,3 +594,14 @@ def test_tenant_names_keep_the_text_they_are_written_with() -> None:
         "0123": 3,
         "123": 4,
     }
+
+
+def test_yaml_merge_keys_may_be_overridden_and_only_plain_keys_are_taken() -> None:
+    cfg = parse_policy(
+        'version: "v"\nseed000: &s {max_distance: 1.0, chunk_floor: 10}\n'
+        "tenants: {t1: {seed000: {<<: *s, chunk_floor: 20}}}\n"
+    )
+    assert (cfg.seed000.chunk_floor, cfg.for_tenant("t1").seed000.chunk_floor) == (10, 20)
+    assert cfg.for_tenant("t1").seed000.max_distance == 1.0
+    with pytest.raises(PolicyError, match="keys must be plain names"):
+        parse_policy('version: "v"\n? [a, b]\n: 1\n')
