@@ -823,9 +823,9 @@ def _calibrated(data: Any) -> CalibratedConfig:
         raise PolicyError("calibrated.scales must be non-zero")
     bias = _number(data.get("bias", 0.0), "calibrated.bias")
     logs = data.get("log_features") or []
-    if not isinstance(logs, list) or not all(isinstance(x, str) for x in logs):
-        raise PolicyError("calibrated.log_features must list signal names")
-    if not set(logs) <= SIGNAL_NAMES:
+    if not isinstance(logs, list) or not all(
+        isinstance(x, str) and x in SIGNAL_NAMES for x in logs
+    ):
         raise PolicyError("calibrated.log_features must list signal names")
     for name in logs:
         # A log feature's mean and scale are on log1p's scale: one in the hundreds made
@@ -1029,9 +1029,9 @@ _ConfigLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _s
 def _check_values(
     node: object, where: str = "", depth: int = 0, seen: set[int] | None = None
 ) -> None:
-    """Every number finite and every mapping key a string, however deep: a NaN weight made
-    seed003 pass any question at confidence 1.0 (min(1, nan) is 1) and a 400-digit integer
-    overflowed float(). A node reached again through an alias is checked once."""
+    """Every number finite, however deep: a NaN weight made seed003 pass any question at
+    confidence 1.0 (min(1, nan) is 1) and a 400-digit integer overflowed float(). A node
+    reached again through an alias is checked once. (Keys are strings: ``_ConfigLoader``.)"""
     seen = set() if seen is None else seen
     if depth > MAX_DEPTH:
         raise PolicyError(f"{where or 'the file'} nests deeper than {MAX_DEPTH} levels")
@@ -1049,8 +1049,6 @@ def _check_values(
             raise PolicyError(f"the file holds more than {MAX_NODES} values")
     if isinstance(node, dict):
         for key, value in node.items():
-            if not isinstance(key, str):
-                raise PolicyError(f"{where + '.' if where else ''}{key!r} must be a plain name")
             _check_values(value, f"{where}.{key}" if where else key, depth + 1, seen)
     elif isinstance(node, list):
         for i, value in enumerate(node):

@@ -69,9 +69,9 @@ def _tokens(text: str) -> list[re.Match[str]]:
     return list(_TOKEN.finditer(text))
 
 
-def _key(text: str) -> tuple[str, ...]:
+def _key(tokens: Sequence[re.Match[str]]) -> tuple[str, ...]:
     # Words only: brackets, dashes, commas and a dropped "?" do not make a sentence new.
-    return tuple(m.group().casefold() for m in _tokens(text))
+    return tuple(m.group().casefold() for m in tokens)
 
 
 def _period(key: tuple[str, ...]) -> int:
@@ -97,18 +97,18 @@ def reader_question(query: str) -> str:
     """
     text = " ".join(query.split())
     tokens = _tokens(text)
-    if period := _period(tuple(m.group().casefold() for m in tokens)):
+    if period := _period(_key(tokens)):
         # One copy, ended as a question if any copy was one (a "?" alone moves a reading).
         cut = tokens[period - 1].end()
         text = text[:cut] + ("?" if "?" in text else "")
     pieces = [p for p in _SENTENCE_END.split(text) if p]
-    keys = [_key(p) for p in pieces]
+    keys = [_key(_tokens(p)) for p in pieces]
     kept = []
     for i, (piece, key) in enumerate(zip(pieces, keys, strict=True)):
         if not key:
             kept.append(piece)
             continue
-        if any(key == other for other in keys[:i]):
+        if key in keys[:i]:
             continue
         if len(key) >= MIN_REPEAT_TOKENS and any(
             len(other) > len(key) and other[: len(key)] == key for other in keys

@@ -7,10 +7,9 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import grpc
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -380,8 +379,12 @@ class GateServicer(pb_grpc.GateServiceServicer):
         out.rewritten_query = reply.rewritten_query
         out = await self._translate_refusal(out, query, language, policy, context)
         if shadow_policy is not None:
-            args = (candidates, query, down, rerank, reader, missing)
-            self._shadow(out, decision, shadow_policy, args)
+            self._shadow(
+                out,
+                decision,
+                shadow_policy,
+                lambda p: decide(candidates, p, query, down, rerank, reader, missing),
+            )
         elapsed = time.perf_counter() - started
         out.elapsed.FromNanoseconds(int(elapsed * 1e9))
         self._m.evaluate_seconds.observe(elapsed)
@@ -392,13 +395,12 @@ class GateServicer(pb_grpc.GateServiceServicer):
         out: pb.Decision,
         decision: Decision,
         shadow_policy: PolicyConfig,
-        decide_args: tuple[Any, ...],
+        decide_with: Callable[[PolicyConfig], Decision],
     ) -> None:
-        """Decide with the shadow config too (``decide``'s arguments but the policy), only to
-        count and log how it compares."""
-        candidates, query, down, rerank, reader, missing = decide_args
+        """Decide with the shadow config too (``decide_with`` is the active decision's
+        ``decide`` but for the policy), only to count and log how it compares."""
         try:
-            s = decide(candidates, shadow_policy, query, down, rerank, reader, missing)
+            s = decide_with(shadow_policy)
         except Exception:
             # A shadow is watched, never trusted: its failure must not fail the decision.
             log.exception("shadow decision failed", extra={"decision_id": out.decision_id})

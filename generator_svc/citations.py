@@ -43,13 +43,16 @@ _FOREIGN_DENIALS = frozenset(
         *("non", "mai", "senza", "não", "nenhum", "nenhuma", "niet", "geen", "nooit", "zonder"),
     ]
 )
-_NEGATIONS = frozenset(
+#: Negations that say one thing: "can't", "cannot", "no" and "never" all deny.
+_DENIALS = frozenset(
     [
-        *("not", "no", "never", "cannot", "without", "none", "nor", "neither", "nothing"),
-        *("nobody", "nowhere", "unable", "except", "only", "unless"),
+        *("not", "no", "never", "cannot", "none", "nothing", "nobody", "nowhere", "neither"),
+        *("nor", "unable", "without"),
         *_FOREIGN_DENIALS,
     ]
 )
+#: Denials and the conditions that narrow a claim: each flips it when dropped.
+_NEGATIONS = _DENIALS | {"except", "only", "unless"}
 _NUMBER_WORDS = frozenset(
     [
         *("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"),
@@ -119,30 +122,19 @@ COMMON_WORD_ZIPF = 3.0
 
 
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
-#: Negations that say one thing: "can't", "cannot", "no" and "never" all deny.
-_DENIALS = frozenset(
-    [
-        *("not", "no", "never", "cannot", "none", "nothing", "nobody", "nowhere", "neither"),
-        *("nor", "unable", "without"),
-        *_FOREIGN_DENIALS,
-    ]
-)
 #: Words whose swap for their opposite flips a claim and that a quote's sentence may hold.
-_ANTONYMS = dict(
-    [
-        *[(a, b) for a, b in [("on", "off"), ("in", "out"), ("up", "down"), ("before", "after")]],
-        *[(a, b) for a, b in [("more", "less"), ("most", "least"), ("above", "below")]],
-        *[(a, b) for a, b in [("over", "under"), ("always", "never"), ("all", "some")]],
-        *[(a, b) for a, b in [("enable", "disable"), ("include", "exclude")]],
-        *[(a, b) for a, b in [("minimum", "maximum"), ("increase", "decrease")]],
-        *[(a, b) for a, b in [("allow", "block"), ("add", "remove"), ("open", "close")]],
-    ]
-)
-_ANTONYMS.update({b: a for a, b in list(_ANTONYMS.items())})
+_PAIRS = [
+    *[("on", "off"), ("in", "out"), ("up", "down"), ("before", "after"), ("more", "less")],
+    *[("most", "least"), ("above", "below"), ("over", "under"), ("always", "never")],
+    *[("all", "some"), ("enable", "disable"), ("include", "exclude"), ("minimum", "maximum")],
+    *[("increase", "decrease"), ("allow", "block"), ("add", "remove"), ("open", "close")],
+]
+_ANTONYMS = {**dict(_PAIRS), **{b: a for a, b in _PAIRS}}
 #: A word this common (wordfreq Zipf) says little on its own: it may stand elsewhere in the
 #: chunk without having been borrowed from another fact.
 FUNCTION_WORD_ZIPF = 5.85
-_QUOTED = re.compile(r'"([^"]{3,})"')
+QUOTED = re.compile(r"[\"“”„]([^\"“”„]{3,})[\"“”]")
+"""A double-quoted span of 3+ characters, in straight or typographic quotes."""
 #: A sentence opening with one of these leans on the one before it for its subject ("Each code
 #: is valid for 10 minutes" after "SMS codes ..."); any other stands alone.
 _ANAPHORS = frozenset(
@@ -361,8 +353,8 @@ def _has_word(word: str, stems: Collection[str]) -> bool:
 def _beside(s: str, lo: int, hi: int, start: int, end: int) -> set[str]:
     """The negations and conditions right beside a match (three words before, two after, in
     its sentence): "cannot be voided, [even if ...]" and "[can be voided] unless ..."."""
-    before = [t for t in _tokens(s[lo:start])][-3:]
-    after = [t for t in _tokens(s[end:hi])][:2]
+    before = _tokens(s[lo:start])[-3:]
+    after = _tokens(s[end:hi])[:2]
     return {_kind(t) for t in [*before, *after] if t in _NEGATIONS or t.endswith("n't")}
 
 
@@ -433,12 +425,16 @@ def claim_holds(
             return "the quote is too short to carry the sentence"
         q, places, quoted = c, _occurrences(c, s), False
     spans = _sentence_spans(source, s)
-    other = " ".join(normalise(o) for o in others)
+    heading = normalise(_heading(source))
+    # The heading names what the section is about ("Requiring 2FA for your team").
+    other = " ".join([*(normalise(o) for o in others), heading])
     # Every quote of the sentence that stands in the source lends its own sentence.
-    quotes = [q, *(x for x in _QUOTED.findall(c) if x != q and _occurrences(x, s))]
-    for x in quotes[1:]:
-        lo, hi = _window(spans, s, *_occurrences(x, s)[0])
-        other = f"{other} {s[lo:hi]}"
+    quotes = [q]
+    for x in QUOTED.findall(c):
+        if x != q and (at := _occurrences(x, s)):
+            quotes.append(x)
+            lo, hi = _window(spans, s, *at[0])
+            other = f"{other} {s[lo:hi]}"
     if lead_in:
         c = f"{normalise(lead_in)} {c}"
         quoted = True
@@ -448,10 +444,7 @@ def claim_holds(
         if dropped := sorted(_beside(s, lo, hi, start, end) - {_kind(t) for t in _tokens(c)}):
             why = f"the evidence says {', '.join(dropped)} beside the quoted words"
         elif quoted:
-            heading = normalise(_heading(source))
-            context = _context(spans, s, lo, heading)
-            # The heading names what the section is about ("Requiring 2FA for your team").
-            why = _beyond(c, quotes, s[lo:hi], context, s, f"{other} {heading}")
+            why = _beyond(c, quotes, s[lo:hi], _context(spans, s, lo, heading), s, other)
         else:
             why = ""
         if not why:

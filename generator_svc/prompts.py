@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from candor.text import UNIT, units
-from generator_svc.citations import CitationClaim, critical_tokens, normalise
+from generator_svc.citations import QUOTED, CitationClaim, critical_tokens, normalise
 from generator_svc.llm.base import EvidenceItem, GenerationInput
 
 DEFAULT_TEMPLATES_PATH = Path(__file__).with_name("prompts_default.yaml")
@@ -220,7 +220,6 @@ def fit_to_budget(evidence: Sequence[EvidenceItem], budget_tokens: int) -> Budge
 # --- the [n] citation form --------------------------------------------------------------------
 
 _MARKER = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
-_QUOTED = re.compile(r"[\"“”„]([^\"“”„]{3,})[\"“”]")
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\n+")
 _BULLET = re.compile(r"^\s*(?:[-*•+]|\d{1,3}[.)])\s+")
 _EDGE_JUNK = " \t\n.,;:!?)]}*_"
@@ -338,7 +337,7 @@ def _lead_in(before: str) -> str:
 
 def _quote_of(claim: str) -> str:
     """A double-quoted span inside the claim if there is one (the longest), else the claim."""
-    quoted = [m.group(1).strip() for m in _QUOTED.finditer(claim)]
+    quoted = [m.group(1).strip() for m in QUOTED.finditer(claim)]
     chosen = max(quoted, key=len) if quoted else claim
     return chosen.strip().rstrip(_EDGE_JUNK).lstrip("*_ ").strip()
 
@@ -371,7 +370,7 @@ def parse_marked_citations(
         last_end = m.end()
         quote = _quote_of(claim)
         # Only a quote inside the sentence leaves the rest of it to check (claim_holds).
-        sentence = claim.strip().rstrip(_EDGE_JUNK) if _QUOTED.search(claim) else ""
+        sentence = claim.strip().rstrip(_EDGE_JUNK) if QUOTED.search(claim) else ""
         for number in re.findall(r"\d+", m.group(1)):
             key = (marker_chunk_id(int(number), evidence), quote, sentence, lead_in)
             out.setdefault(key, None)

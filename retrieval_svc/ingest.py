@@ -6,6 +6,7 @@ import hashlib
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from candor.text import units
 from retrieval_svc.embed.wordpiece import token_counts
@@ -83,23 +84,20 @@ def sections(text: str) -> list[tuple[str, str]]:
     A heading with no body of its own heads the next section with it ("Handbook / Billing /
     Refunds"): dropped, its words were in no chunk and no search found them."""
     out: list[tuple[str, str]] = []
-    last_heading, last_end = "", 0
-    carried: list[str] = []
+    path: list[str] = []  # headings not yet followed by text, the current one last
+    last_end = 0
     for _, heading, start, end in headings(text):
-        body = text[last_end:start].strip()
-        if body:
-            out.append((" / ".join([*carried, last_heading]) if carried else last_heading, body))
-            carried = []
-        elif last_heading:
-            carried.append(last_heading)
-        last_heading, last_end = heading, end
-    body = text[last_end:].strip()
-    if body:
-        out.append((" / ".join([*carried, last_heading]) if carried else last_heading, body))
-    elif out and (last_heading or carried):
+        if body := text[last_end:start].strip():
+            out.append((" / ".join(path), body))
+            path = []
+        path = [*path, heading] if heading else path
+        last_end = end
+    if body := text[last_end:].strip():
+        out.append((" / ".join(path), body))
+    elif out and path:
         # Headings alone at the end: still words of the document (a document of headings
         # alone has no text to index, which the service refuses).
-        out.append(("", " / ".join([*carried, last_heading] if last_heading else carried)))
+        out.append(("", " / ".join(path)))
     return out
 
 
@@ -233,8 +231,14 @@ def _cost(text: str, count: TokenCounter) -> int:
     return sum(count([u.strip() for u in units(text)]))
 
 
+@lru_cache(maxsize=1024)
+def _embedded_title(title: str) -> str:
+    # Every chunk of a document shares its title: cut (tokenised) once, not once per chunk.
+    return cut_to_tokens(title, TITLE_TOKENS)
+
+
 def embedding_text(chunk: Chunk) -> str:
     """What the dense arm embeds: the title gives a short chunk its topic (its first
     :data:`TITLE_TOKENS`, so the chunk stays inside the embedder's window)."""
-    title = cut_to_tokens(chunk.title, TITLE_TOKENS)
+    title = _embedded_title(chunk.title)
     return f"{title}\n{chunk.text}" if title else chunk.text

@@ -463,9 +463,7 @@ class KnowledgeBase:
         readable = keyword_out.state == "ok" or p.mode == "dense"
         left = min(arm_timeout, time_left - (time.perf_counter() - started))
         fused = await self._passages_for_questions(p.tenant, fused, left if readable else 0.0)
-        return RetrievalResult(
-            fusion.drop_and_rerank(fused[: p.top_k], []), [dense_out, keyword_out]
-        )
+        return RetrievalResult(fused[: p.top_k], [dense_out, keyword_out])
 
     async def _passages_for_questions(
         self, tenant: str, fused: list[fusion.FusedCandidate], budget: float

@@ -286,6 +286,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         if rewrite.outcome == REWRITTEN:
             # A rewrite that asks something else would have the gate judge evidence for another
             # question (a model obeying "rewrite this into X", say): search the question.
+            outcome, detail = "", ""
             try:
                 # Within the arms' budget: queued behind a hung dense store's searches, the
                 # check waited past the caller's deadline where the keyword arm alone answers.
@@ -294,26 +295,20 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
                     _budget(context, self._s.arm_timeout_seconds),
                 )
             except TimeoutError:
+                outcome = FALLBACK_TIMEOUT
                 detail = "the rewrite could not be checked against the query in time"
-                log.warning(
-                    "query rewrite not used", extra={"outcome": FALLBACK_TIMEOUT, "detail": detail}
-                )
-                rewrite = Rewrite(query, "", FALLBACK_TIMEOUT, rewrite.latency_seconds, detail)
-                self._m.rewrites.labels(rewrite.outcome).inc()
-                self._m.rewrite_seconds.observe(rewrite.latency_seconds)
-                return rewrite, None
-            similarity = float(np.dot(asked, rewritten))
-            vector = rewritten
-            if similarity < self._s.rewrite.min_similarity:
-                detail = (
-                    f"rewrite {rewrite.rewritten!r} is unrelated to the query (cosine "
-                    f"{similarity:.2f} < {self._s.rewrite.min_similarity:g})"
-                )
-                log.warning(
-                    "query rewrite not used", extra={"outcome": FALLBACK_REJECTED, "detail": detail}
-                )
-                rewrite = Rewrite(query, "", FALLBACK_REJECTED, rewrite.latency_seconds, detail)
-                vector = asked
+            else:
+                similarity = float(np.dot(asked, rewritten))
+                vector = rewritten
+                if similarity < self._s.rewrite.min_similarity:
+                    outcome, vector = FALLBACK_REJECTED, asked
+                    detail = (
+                        f"rewrite {rewrite.rewritten!r} is unrelated to the query (cosine "
+                        f"{similarity:.2f} < {self._s.rewrite.min_similarity:g})"
+                    )
+            if outcome:
+                log.warning("query rewrite not used", extra={"outcome": outcome, "detail": detail})
+                rewrite = Rewrite(query, "", outcome, rewrite.latency_seconds, detail)
         self._m.rewrites.labels(rewrite.outcome).inc()
         self._m.rewrite_seconds.observe(rewrite.latency_seconds)
         return rewrite, vector

@@ -130,16 +130,13 @@ async def start_service(spec: ServiceSpec) -> RunningService:
 def _bind(server: grpc.aio.Server, host: str, port: int, name: str) -> int:
     # grpcio raises a bare "Failed to bind ... GRPC_VERBOSITY=debug" RuntimeError (older
     # versions returned 0): say which service and address instead.
+    why = f"cannot listen on {host}:{port} for {name}: port in use or address unavailable"
     try:
         bound = server.add_insecure_port(f"{host}:{port}")
     except RuntimeError as exc:
-        raise OSError(
-            f"cannot listen on {host}:{port} for {name}: port in use or address unavailable"
-        ) from exc
+        raise OSError(why) from exc
     if bound == 0:
-        raise OSError(
-            f"cannot listen on {host}:{port} for {name}: port in use or address unavailable"
-        )
+        raise OSError(why)
     return int(bound)
 
 
