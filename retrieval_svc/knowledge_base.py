@@ -307,7 +307,7 @@ class KnowledgeBase:
                 )
             )
         except Exception:
-            self._discard_staged(generations)
+            self._discard_staged(planned)
             raise
         # Past the keyword commit the staged generation is the current one: a failure to
         # publish it is left for `candor verify --repair`, which republishes it.
@@ -321,9 +321,31 @@ class KnowledgeBase:
             )
             raise
 
-    def _discard_staged(self, generations: Sequence[tuple[str, str, str]]) -> None:
+    def _discard_staged(self, planned: Sequence[tuple[SourceDocument, list[Chunk]]]) -> None:
         """Best effort: a failed write leaves no staged dense chunks behind (published ones
-        are never touched). What stays is drift that `candor verify` lists."""
+        are never touched). What stays is drift that `candor verify` lists and repairs.
+
+        A generation is a content hash, so a retry of a write whose publish failed stages the
+        very chunks the keyword store already committed: discarding them would leave the
+        document in one arm until re-ingested. Those are kept (verify --repair publishes
+        them), and so is everything when the keyword store cannot say what it holds.
+        """
+        try:
+            committed = self._committed_generations(planned)
+        except Exception as exc:
+            log.warning(
+                "cannot tell which staged dense chunks a failed write may remove; kept for "
+                "candor verify",
+                extra={"documents": len(planned), "error": repr(exc)},
+            )
+            return
+        generations = [
+            (d.tenant, d.document_id, cs[0].generation)
+            for d, cs in planned
+            if (d.tenant, d.document_id, cs[0].generation) not in committed
+        ]
+        if not generations:
+            return
         try:
             self._dense.discard_staged(generations)
         except Exception as exc:
@@ -331,6 +353,23 @@ class KnowledgeBase:
                 "cannot remove a failed write's staged dense chunks; candor verify lists them",
                 extra={"documents": len(generations), "error": repr(exc)},
             )
+
+    def _committed_generations(
+        self, planned: Sequence[tuple[SourceDocument, list[Chunk]]]
+    ) -> set[tuple[str, str, str]]:
+        """(tenant, document, generation) the keyword store holds among ``planned``'s, read
+        by each document's first chunk id (ids are positional, so it is there if any is)."""
+        by_tenant: dict[str, list[str]] = {}
+        for _, chunks in planned:
+            by_tenant.setdefault(chunks[0].tenant, []).append(chunks[0].chunk_id)
+        held: set[tuple[str, str, str]] = set()
+        for tenant, ids in by_tenant.items():
+            for start in range(0, len(ids), 500):
+                held.update(
+                    (c.tenant, c.document_id, c.generation)
+                    for c in self._keyword.get(tenant, ids[start : start + 500])
+                )
+        return held
 
     def _upsert_one(self, doc: SourceDocument, chunks: list[Chunk]) -> DocumentWrite:
         try:

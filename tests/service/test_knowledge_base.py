@@ -378,6 +378,59 @@ def test_a_failed_write_leaves_no_staged_dense_chunks(
     assert [(d.document_id, d.kind) for d in drifts] == [("kites", "missing_keyword")]
 
 
+def test_a_failed_retry_keeps_the_staged_chunks_the_keyword_store_committed(
+    kb: KnowledgeBase,
+) -> None:
+    from retrieval_svc.reconcile import find_drift, repair
+
+    doc = SourceDocument("t1", "tides", "Tides", "Tides now explained by a new theory.", 1)
+    real_publish, real_replace = kb._dense.publish_many, kb._keyword.replace_many
+
+    def unpublishable(*args: object) -> None:
+        raise ConnectionError("dense store went away before publishing")
+
+    # First write: the keyword commit lands, publishing the dense generation fails.
+    kb._dense.publish_many = unpublishable  # type: ignore[method-assign]
+    assert {r.outcome for r in kb.upsert([doc])} == {"failed"}
+    kb._dense.publish_many = real_publish  # type: ignore[method-assign]
+
+    # The retry (same content, so the same generation) fails at the keyword commit. Its
+    # clean-up must not remove the staged chunks the keyword store already serves.
+    def failing(*args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    kb._keyword.replace_many = failing  # type: ignore[method-assign]
+    assert {r.outcome for r in kb.upsert([doc])} == {"failed"}
+    kb._keyword.replace_many = real_replace  # type: ignore[method-assign]
+
+    drifts = find_drift(kb._dense.inventory(), kb._keyword.inventory())
+    assert [(d.document_id, d.kind) for d in drifts] == [("tides", "stale_dense")]
+    assert repair(drifts, kb._dense, kb._keyword) == []
+    top = _retrieve(kb, "new theory of tides", mode="dense").candidates[0]
+    assert "new theory" in top.chunk.text
+
+
+def test_a_failed_write_keeps_staged_chunks_when_the_keyword_store_cannot_say(
+    kb: KnowledgeBase, caplog: pytest.LogCaptureFixture
+) -> None:
+    from retrieval_svc.reconcile import find_drift, repair
+
+    def failing(*args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def unreadable(*args: object) -> list[object]:
+        raise ConnectionError("keyword store down")
+
+    kb._keyword.replace_many = failing  # type: ignore[method-assign]
+    kb._keyword.get = unreadable  # type: ignore[method-assign]
+    kites = SourceDocument("t1", "kites", "Kites", "Kites fly on the wind.", 1)
+    assert {r.outcome for r in kb.upsert([kites])} == {"failed"}
+    assert "kept for candor verify" in caplog.text
+    drifts = find_drift(kb._dense.inventory(), kb._keyword.inventory())
+    assert [(d.document_id, d.kind) for d in drifts] == [("kites", "missing_keyword")]
+    assert repair(drifts, kb._dense, kb._keyword, drop_partial=True) == []
+
+
 def test_verify_finds_and_repair_fixes_drift_between_the_real_stores(kb: KnowledgeBase) -> None:
     from retrieval_svc.ingest import chunk_document, embedding_text
     from retrieval_svc.reconcile import find_drift, repair
