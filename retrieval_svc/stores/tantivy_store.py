@@ -31,6 +31,9 @@ def _query_text(query: str) -> str:
     return "".join(c if c.isalnum() or unicodedata.category(c)[0] == "M" else " " for c in query)
 
 
+#: tantivy's en_stem analyser removes longer tokens (RemoveLongFilter) at index and query time.
+MAX_TOKEN_BYTES = 40
+
 # Query-parser keywords would change the query's meaning if a user typed them.
 _OPERATORS = re.compile(r"\b(AND|OR|NOT|IN|TO)\b")
 
@@ -169,10 +172,17 @@ class TantivyKeywordStore:
         return n
 
     def search(self, tenant: str, query: str, limit: int) -> list[Hit]:
-        cleaned = _OPERATORS.sub(" ", _query_text(query)).strip()
-        if not cleaned or limit <= 0:
+        # The index drops tokens over MAX_TOKEN_BYTES, so such a word can match nothing, and a
+        # query of two or more of them made the parser raise ("Only excluding terms given"):
+        # the arm failed on a long Chinese clause or two hashes, ordinary input.
+        words = [
+            w
+            for w in _OPERATORS.sub(" ", _query_text(query)).split()
+            if len(w.encode()) <= MAX_TOKEN_BYTES
+        ]
+        if not words or limit <= 0:
             return []
-        matched = self._index.parse_query(cleaned, ["title", "text"])
+        matched = self._index.parse_query(" ".join(words), ["title", "text"])
         searcher = self._index.searcher()
         if not _sole_tenant(searcher, tenant):
             tenant_filter = tantivy.Query.const_score_query(
