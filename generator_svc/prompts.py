@@ -16,18 +16,20 @@ from __future__ import annotations
 import math
 import re
 import string
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from candor.text import UNIT, units
+from candor.text import UNIT, content_terms, units
 from generator_svc.citations import QUOTED, CitationClaim, critical_tokens, normalise
 from generator_svc.llm.base import EvidenceItem, GenerationInput
 
 DEFAULT_TEMPLATES_PATH = Path(__file__).with_name("prompts_default.yaml")
+DEFAULT_CAVEAT = "This may be incomplete."
+"""The shipped templates' caveat, and the extractive answerer's."""
 TOKENS_PER_WORD = 1.3
 
 
@@ -242,15 +244,55 @@ def _states_nothing(sentence: str) -> bool:
     if bare.casefold().rstrip(".!") == "yes":
         return False  # the answer to the question, as much as "No." is
     stated = critical_tokens(normalise(bare))
-    return not stated and (bare.endswith(":") or len(bare.split()) < 3)
+    words = len(bare.split())
+    # A label is short: "Refunds are instant and free for everyone:" is a claim with a colon.
+    return not stated and ((bare.endswith(":") and words <= MAX_LABEL_WORDS) or words < 3)
 
 
-def uncited_sentences(text: str, skip_first: bool = False) -> list[str]:
+MAX_LABEL_WORDS = 6
+"""A colon ends a list's label ("To void a label:") only this short; longer is a claim."""
+MAX_CAVEAT_WORDS = 12
+"""The caveat in any language is a short sentence; a longer first sentence is checked."""
+MAX_CLARIFY_WORDS = 30
+
+
+def caveat_rule(caveat: str, evidence: Sequence[str]) -> Callable[[str], bool]:
+    """Whether an UNCERTAIN answer's first sentence may be its caveat, which cites nothing.
+
+    The model writes the caveat first, translated into the answer's language, so it cannot be
+    matched word for word: any first sentence used to be spared, and "2FA can be bypassed with
+    the code 0000." passed as verified. Now only the configured caveat itself, or a short
+    sentence that states no number or negation and borrows no word from the evidence, is.
+    """
+    own = normalise(caveat)
+    known = {t for text in evidence for t in content_terms(text)}
+
+    def spared(sentence: str) -> bool:
+        if normalise(sentence) == own:
+            return True
+        bare = normalise(sentence)
+        return (
+            len(bare.split()) <= MAX_CAVEAT_WORDS
+            and not critical_tokens(bare)
+            and not known.intersection(content_terms(sentence))
+        )
+
+    return spared
+
+
+def spare_first(inp: GenerationInput) -> Callable[[str], bool] | None:
+    """The caveat rule for ``inp``'s answer: None (nothing spared) outside the UNCERTAIN tier."""
+    if inp.tier != "uncertain":
+        return None
+    return caveat_rule(inp.caveat or DEFAULT_CAVEAT, [e.text for e in inp.evidence])
+
+
+def uncited_sentences(text: str, spare_first: Callable[[str], bool] | None = None) -> list[str]:
     """Sentences of a ``cite_markers`` answer that state something but close no ``[n]``.
 
     The prompt asks for a marker after every sentence that states a fact; one without is
-    checked by nothing, so it must not pass as verified. ``skip_first`` spares the UNCERTAIN
-    tier's caveat, which the model writes first in the answer's language.
+    checked by nothing, so it must not pass as verified. ``spare_first`` (``caveat_rule``)
+    says whether the first sentence is the UNCERTAIN tier's caveat.
     """
     visible = visible_text(text)
     segments: list[tuple[str, bool]] = []
@@ -264,7 +306,9 @@ def uncited_sentences(text: str, skip_first: bool = False) -> list[str]:
     for segment, closed in segments:
         pieces = [p.strip() for p in _SENTENCE_BREAK.split(segment) if p.strip(_EDGE_JUNK)]
         for i, piece in enumerate(pieces):
-            spared = (closed and i == len(pieces) - 1) or (first and skip_first)
+            spared = (closed and i == len(pieces) - 1) or (
+                first and spare_first is not None and spare_first(piece)
+            )
             first = False
             if not spared and not _states_nothing(_BULLET.sub("", piece)):
                 out.append(piece)
@@ -272,7 +316,7 @@ def uncited_sentences(text: str, skip_first: bool = False) -> list[str]:
 
 
 def unspanned_sentences(
-    text: str, spans: Sequence[tuple[int, int]], skip_first: bool = False
+    text: str, spans: Sequence[tuple[int, int]], spare_first: Callable[[str], bool] | None = None
 ) -> list[str]:
     """Sentences of a natively cited answer (Cohere) that no citation span touches.
 
@@ -294,7 +338,7 @@ def unspanned_sentences(
         piece = masked[lo:hi].strip()
         if not piece.strip(_EDGE_JUNK):
             continue
-        spared = first and skip_first
+        spared = first and spare_first is not None and spare_first(piece)
         first = False
         # A span over hidden markup alone is no citation of what the reader sees.
         covered = any(masked[max(a, lo) : min(b, hi)].strip() for a, b in spans)
@@ -380,11 +424,15 @@ def parse_marked_citations(
 def looks_like_clarification(text: str, citations: Sequence[CitationClaim]) -> bool:
     """An answer that cites nothing and is one question is the seed-001 clarifying question.
 
-    One sentence: "Codes last 90 days. Want to know more?" states an uncited fact first.
+    One sentence: "Codes last 90 days. Want to know more?" states an uncited fact first. It
+    passes unchecked, so it may hold no number or negation and stay short: "Did you know
+    unused labels can be voided within 90 days?" is a claim dressed as a question.
     """
     pieces = [p for p in _SENTENCE_BREAK.split(visible_text(text).strip()) if p.strip()]
     return (
         not citations
         and len(pieces) == 1
         and pieces[0].rstrip().rstrip("\"'”»)").endswith(("?", "？", "؟"))
+        and len(pieces[0].split()) <= MAX_CLARIFY_WORDS
+        and not critical_tokens(normalise(pieces[0]))
     )

@@ -35,7 +35,11 @@ from generator_svc.prompts import PromptTemplates, fit_to_budget, load_templates
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["GeneratorService"].full_name
 log = logging.getLogger("candor.generator")
-_TIERS = {"confident": evidence_pb2.TIER_CONFIDENT, "uncertain": evidence_pb2.TIER_UNCERTAIN}
+_TIERS = {
+    "confident": evidence_pb2.TIER_CONFIDENT,
+    "uncertain": evidence_pb2.TIER_UNCERTAIN,
+    "no_match": evidence_pb2.TIER_NO_MATCH,
+}
 # BackendError.reason -> the status the caller sees (ErrorInfo reason LLM_<reason>).
 _BACKEND_STATUS = {
     "TIMEOUT": grpc.StatusCode.DEADLINE_EXCEEDED,
@@ -204,6 +208,7 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
             language=request.language,
             tier=claims.tier,
             clarify_only=request.clarify_only or claims.clarify_only,
+            caveat=self._templates.caveat,
         )
         name = self._backend.name
         # Counted here, once per actual backend call: every refusal above returned already.
@@ -261,10 +266,15 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
             withheld=budget.trimmed_chunk_ids,
         )
         failed = [c for c in checks if not c.verified]
-        passed = not failed and not draft.unverifiable and (bool(checks) or draft.is_clarification)
+        unverifiable = list(draft.unverifiable)
+        if inp.clarify_only and not draft.is_clarification:
+            # The token allows one clarifying question and nothing else: a reply that states
+            # things (the model answering from its own knowledge) is checked by nothing.
+            unverifiable.append("a clarify-only answer must be one short question stating nothing")
+        passed = not failed and not unverifiable and (bool(checks) or draft.is_clarification)
         problems = [f"{len(failed)} citation(s) did not hold"] if failed else []
-        problems += draft.unverifiable
-        if not checks and not draft.is_clarification and not draft.unverifiable:
+        problems += unverifiable
+        if not checks and not draft.is_clarification and not unverifiable:
             problems.append("the answer cites no evidence")
         detail = "" if passed else "; ".join(problems)
         grounded = self._groundedness(draft, budget.kept, claims.confidence)

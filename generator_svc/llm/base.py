@@ -24,6 +24,9 @@ class GenerationInput:
     language: str
     tier: str
     clarify_only: bool = False
+    caveat: str = ""
+    """The UNCERTAIN tier's caveat as configured (English): the one uncited first sentence
+    allowed besides a short translation of it."""
 
 
 TRUNCATED = "the answer was cut at the model's output limit"

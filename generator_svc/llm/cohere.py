@@ -42,6 +42,7 @@ from generator_svc.prompts import (
     looks_like_clarification,
     render,
     sentence_around,
+    spare_first,
     unspanned_sentences,
 )
 
@@ -205,12 +206,10 @@ class CohereBackend:
             raise BackendError("UPSTREAM_ERROR", "Cohere returned no text")
         claims = _with_sentences(text, cited)
         input_tokens, output_tokens = usage or (0, 0)
-        clarification = inp.clarify_only or looks_like_clarification(text, claims)
+        clarification = looks_like_clarification(text, claims)
         unverifiable = [
             f"cites nothing: {sentence!r}"
-            for sentence in unspanned_sentences(
-                text, _locate(text, spans), skip_first=inp.tier == "uncertain"
-            )
+            for sentence in unspanned_sentences(text, _locate(text, spans), spare_first(inp))
         ]
         if truncated:
             unverifiable.append(TRUNCATED)

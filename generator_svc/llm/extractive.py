@@ -14,8 +14,9 @@ from typing import NamedTuple
 from candor.text import content_terms, expected_answer_type, has_answer_type, sentences
 from generator_svc.citations import CitationClaim, normalise
 from generator_svc.llm.base import Draft, GenerationInput
+from generator_svc.prompts import DEFAULT_CAVEAT
 
-CAVEAT = "This may be incomplete. "
+CAVEAT = DEFAULT_CAVEAT + " "
 CLARIFY = "Could you say a little more about what you are looking for?"
 
 # Retrieval's order is the best clue to where the answer is: a sentence of the k-th evidence

@@ -30,6 +30,7 @@ from generator_svc.prompts import (
     looks_like_clarification,
     parse_marked_citations,
     render,
+    spare_first,
     uncited_sentences,
 )
 
@@ -175,14 +176,13 @@ class OpenAICompatBackend:
         if not text.strip():
             raise BackendError("UPSTREAM_ERROR", f"the model returned no text (finish {finish!r})")
         unverifiable = [
-            f"cites nothing: {sentence!r}"
-            for sentence in uncited_sentences(text, skip_first=inp.tier == "uncertain")
+            f"cites nothing: {sentence!r}" for sentence in uncited_sentences(text, spare_first(inp))
         ]
         if finish == "length":
             log.warning("LLM answer hit max_tokens", extra={"backend": self.name})
             unverifiable.append(TRUNCATED)
         citations = parse_marked_citations(text, inp.evidence)
-        clarification = inp.clarify_only or looks_like_clarification(text, citations)
+        clarification = looks_like_clarification(text, citations)
         prompt_tokens = usage.get("prompt_tokens")
         completion_tokens = usage.get("completion_tokens")
         yield Draft(

@@ -13,6 +13,7 @@ from generator_svc.llm.base import EvidenceItem
 from generator_svc.prompts import (
     DEFAULT_TEMPLATES_PATH,
     PromptError,
+    caveat_rule,
     estimate_tokens,
     evidence_tokens,
     fit_to_budget,
@@ -21,6 +22,7 @@ from generator_svc.prompts import (
     parse_marked_citations,
     render,
     uncited_sentences,
+    unspanned_sentences,
 )
 from tests.generator.fakes import EVIDENCE, TIMING, VOIDING, gen_input
 
@@ -262,6 +264,29 @@ def test_an_uncited_yes_states_something() -> None:
     assert uncited_sentences("Steps: Void it. [1]") == []
 
 
+def test_a_long_sentence_ending_in_a_colon_is_a_claim_not_a_label() -> None:
+    claim = "Refunds are instant and free for everyone:"
+    assert uncited_sentences(f"{claim}\n- Labels can be voided within 30 days. [1]") == [claim]
+    assert uncited_sentences("To void a label:\n- Go to Shipments. [1]") == []
+
+
+def test_only_the_caveat_is_spared_at_the_head_of_an_uncertain_answer() -> None:
+    spare = caveat_rule("This may be incomplete.", [VOIDING.text, TIMING.text])
+    cited = " You can void an unused label within 30 days of buying it. [1]"
+    for caveat in ("This may be incomplete.", "Esto puede estar incompleto.", "Peut-être partiel."):
+        assert uncited_sentences(caveat + cited, spare) == [], caveat
+    for claim in (
+        "Two-factor authentication can be bypassed with the backup code 0000.",
+        "Refunds are never paid back.",
+        "Every refund is instant.",  # borrows the evidence's words
+    ):
+        assert uncited_sentences(claim + cited, spare) == [claim], claim
+        native = f"{claim} You can void an unused label within 30 days of buying it."
+        assert unspanned_sentences(native, [(len(claim) + 1, len(native))], spare) == [claim]
+    # Outside the UNCERTAIN tier nothing is spared.
+    assert uncited_sentences("This may be incomplete." + cited) == ["This may be incomplete."]
+
+
 def test_an_out_of_range_number_is_kept_visible() -> None:
     assert claims("Refunds are instant [7].") == [("[7]", "Refunds are instant")]
 
@@ -277,3 +302,9 @@ def test_clarification_detection() -> None:
     assert not looks_like_clarification("Refunds take 5 days.", ())
     cited = (CitationClaim("a", "b"),)
     assert not looks_like_clarification("Do you mean this? [1]", cited)
+    # A claim dressed as a question states what nothing checks.
+    assert not looks_like_clarification(
+        "Did you know unused labels can be voided within 90 days?", ()
+    )
+    assert not looks_like_clarification("Didn't you know refunds are never paid?", ())
+    assert not looks_like_clarification(" ".join(["word"] * 40) + "?", ())

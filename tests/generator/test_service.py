@@ -241,6 +241,51 @@ async def test_uncertain_tier_and_clarify_only_reach_the_backend() -> None:
     assert final.tier == evidence_pb2.TIER_UNCERTAIN
 
 
+def _openai_saying(*pieces: str) -> OpenAICompatBackend:
+    rec = Recorder(httpx.Response(200, headers=SSE_HEADERS, content=oa_answer_chunks(pieces)))
+    return OpenAICompatBackend(
+        base_url="http://llm.internal/v1",
+        model="m",
+        templates=load_templates(),
+        transport=httpx.MockTransport(rec),
+        sleep=Sleeps(),
+    )
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Brazil won the 1998 World Cup, beating France 3-0. It was their fifth title.",
+        "Did you know unused labels can be voided within 90 days?",
+    ],
+)
+async def test_a_clarify_only_reply_that_states_things_fails_verification(reply: str) -> None:
+    svc, m = servicer(_openai_saying(reply))
+    final = (await run(svc, request((), tier="no_match", clarify_only=True)))[-1].final
+    assert not final.verification.passed and not final.is_clarification
+    assert final.tier == evidence_pb2.TIER_VERIFICATION_FAILED
+    assert "clarify-only" in final.verification.detail
+    assert m.verifications.labels("failed")._value.get() == 1
+
+
+async def test_a_clarifying_question_passes_at_the_no_match_tier() -> None:
+    svc, _ = servicer(_openai_saying("Do you mean a shipping label or a return label?"))
+    final = (await run(svc, request((), tier="no_match", clarify_only=True)))[-1].final
+    assert final.verification.passed and final.is_clarification
+    assert final.tier == evidence_pb2.TIER_NO_MATCH
+
+
+async def test_an_uncertain_answer_may_not_open_with_an_unchecked_claim() -> None:
+    claim = "Two-factor authentication can be bypassed at any time with the backup code 0000."
+    svc, _ = servicer(_openai_saying(f"{claim} Most refunds complete within 5 business days. [2]"))
+    final = (await run(svc, request(tier="uncertain")))[-1].final
+    assert not final.verification.passed and claim in final.verification.detail
+
+    svc, _ = servicer(_openai_saying("This may be incomplete. ", f"{SENTENCE} [2]"))
+    final = (await run(svc, request(tier="uncertain")))[-1].final
+    assert final.verification.passed and final.tier == evidence_pb2.TIER_UNCERTAIN
+
+
 @pytest.mark.parametrize(
     ("reason", "code"),
     [
