@@ -29,7 +29,7 @@ def test_promtool_rule_unit_tests_pass() -> None:
     assert "FAILED" not in out
 
 
-def test_promtool_unit_tests_can_fail() -> None:
+def test_promtool_unit_tests_can_fail(tmp_path: Path) -> None:
     """A wrong expectation fails promtool, so the passing run above means something."""
     tests = yaml.safe_load(RULE_TESTS[0].read_text())
     # The shortest case (token rejections, 70 minutes of series) keeps this fast.
@@ -42,13 +42,12 @@ def test_promtool_unit_tests_can_fail() -> None:
         for check in case.get("alert_rule_test", []):
             if check["exp_alerts"]:
                 check["exp_alerts"] = []
-    broken = RULE_TESTS[0].parent / ".broken_test.yaml"
-    try:
-        broken.write_text(yaml.safe_dump(tests))
-        out = run("promtool", "test", "rules", str(broken), check=False)
-    finally:
-        broken.unlink()
-    assert "FAILED" in out
+    # Written outside the repository: rule files are found relative to the test file.
+    tests["rule_files"] = [str(RULES)]
+    broken = tmp_path / "broken_test.yaml"
+    broken.write_text(yaml.safe_dump(tests))
+    out = run("promtool", "test", "rules", str(broken), check=False)
+    assert "FAILED" in out and "SUCCESS" not in out
 
 
 def test_every_alert_fires_in_a_unit_test_and_stays_silent_in_another() -> None:
