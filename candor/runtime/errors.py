@@ -36,16 +36,32 @@ def _status(code: grpc.StatusCode, message: str, details: Iterable[object]) -> g
     return rpc_status.to_status(proto)
 
 
+MAX_VIOLATIONS = 20
+"""Violations listed in one error. Status, message and details travel in the trailers, which
+gRPC caps at 8-16 KiB: 30 bad documents (of 500 allowed) overflowed them, and the caller got
+RESOURCE_EXHAUSTED with no violations at all."""
+MAX_TEXT = 200
+"""Characters kept of a field path or description (they may quote the caller's input)."""
+MAX_SUMMARY = 1000
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def bad_request_status(
     violations: FieldViolations, message: str = "invalid request"
 ) -> grpc.Status:
+    items = [(_cut(f, MAX_TEXT), _cut(d, MAX_TEXT)) for f, d in violations.items[:MAX_VIOLATIONS]]
+    if len(violations.items) > MAX_VIOLATIONS:
+        more = len(violations.items) - MAX_VIOLATIONS
+        items.append(("", f"{more} more violation(s) not listed; fix these and retry"))
     detail = error_details_pb2.BadRequest(
         field_violations=[
-            error_details_pb2.BadRequest.FieldViolation(field=f, description=d)
-            for f, d in violations.items
+            error_details_pb2.BadRequest.FieldViolation(field=f, description=d) for f, d in items
         ]
     )
-    summary = "; ".join(f"{f}: {d}" for f, d in violations.items)
+    summary = _cut("; ".join(f"{f}: {d}" if f else d for f, d in items), MAX_SUMMARY)
     return _status(grpc.StatusCode.INVALID_ARGUMENT, f"{message}: {summary}", [detail])
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -137,6 +138,7 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                 start = time.perf_counter()
                 error: BaseException | None = None
                 try:
+                    await _refuse_undecodable(context, request)
                     return await inner_uu(request, context)
                 except BaseException as exc:
                     error = exc
@@ -147,10 +149,12 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                     _finished(m, labels, code_of(context, error))
 
             return grpc.unary_unary_rpc_method_handler(
-                unary, handler.request_deserializer, handler.response_serializer
+                unary, _lenient(handler.request_deserializer), handler.response_serializer
             )
         if handler.unary_stream:
             inner_us = handler.unary_stream
+            if not inspect.isasyncgenfunction(inner_us):
+                inner_us = _yielding(inner_us)
 
             async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
                 labels = ("server_stream", service, method)
@@ -169,6 +173,7 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
 
                 context.add_done_callback(done)
                 try:
+                    await _refuse_undecodable(context, request)
                     async for item in inner_us(request, context):
                         m.msg_sent.labels(*labels).inc()
                         yield item
@@ -182,9 +187,59 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                     _finished(m, labels, code_of(context, error))
 
             return grpc.unary_stream_rpc_method_handler(
-                stream, handler.request_deserializer, handler.response_serializer
+                stream, _lenient(handler.request_deserializer), handler.response_serializer
             )
         return handler
+
+
+def _yielding(
+    writes: Callable[[Any, grpc.aio.ServicerContext], Awaitable[None]],
+) -> Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]:
+    """A streaming handler that writes with context.write() (grpc's own health Watch) as an
+    async generator: this wrapper, and OpenTelemetry's around it, iterate what they wrap, and
+    iterating a coroutine failed every Watch with UNKNOWN."""
+
+    async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        await writes(request, context)
+        nothing: tuple[Any, ...] = ()  # the handler wrote its messages itself
+        for item in nothing:
+            yield item
+
+    return stream
+
+
+class _Undecodable:
+    """A request body its message type cannot parse (corrupt bytes, invalid UTF-8 in a
+    string field): grpc's own deserializer raised before any interceptor, so the caller got
+    UNKNOWN naming a Python class and the call was never counted."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+def _lenient(
+    deserialize: Callable[[bytes], Any] | None,
+) -> Callable[[bytes], Any] | None:
+    if deserialize is None:
+        return None
+    strict = deserialize
+
+    def parse(data: bytes) -> Any:
+        try:
+            return strict(data)
+        except Exception as exc:
+            return _Undecodable(exc)
+
+    return parse
+
+
+async def _refuse_undecodable(context: grpc.aio.ServicerContext, request: Any) -> None:
+    if isinstance(request, _Undecodable):
+        log.info("undecodable request", extra={"error_type": type(request.error).__name__})
+        await context.abort(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "the request body is not a valid message of this method's type",
+        )
 
 
 async def _abort_unexpected(
@@ -198,13 +253,29 @@ async def _abort_unexpected(
     """
     if not isinstance(error, Exception) or isinstance(error, grpc.aio.AbortError):
         return
+    remaining = context.time_remaining()
+    if context.cancelled() or (remaining is not None and remaining <= 0):
+        # The caller left (or its deadline passed) while the servicer was aborting: grpc
+        # raises from the abort's send, which is no bug, and a second abort would fail too.
+        log.debug("call ended while aborting", extra={"method": method, "error": repr(error)})
+        return
     log.error(
         "unexpected error in servicer",
         exc_info=error,
         extra={"method": method, "error_type": type(error).__name__},
     )
-    trace.get_current_span().record_exception(error)
-    await context.abort(grpc.StatusCode.UNKNOWN, f"Unexpected {type(error)}: {error}")
+    span = trace.get_current_span()
+    span.record_exception(error)
+    # The caller learns that it failed and where the log has it, not the exception's text
+    # (file paths, hosts, other tenants' ids can be in it).
+    trace_id = span.get_span_context().trace_id
+    where = f"; trace_id {trace_id:032x} in the server log" if trace_id else ""
+    try:
+        await context.abort(grpc.StatusCode.UNKNOWN, f"internal error{where}")
+    except grpc.aio.AbortError:
+        raise
+    except Exception as exc:  # the call is over after all: the original error is re-raised
+        log.debug("cannot abort a finished call", extra={"error": repr(exc)})
 
 
 def _left_early(span: trace.Span, context: grpc.aio.ServicerContext) -> None:

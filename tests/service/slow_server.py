@@ -9,6 +9,7 @@ import asyncio
 import sys
 
 import grpc
+from grpc_health.v1 import health_pb2
 
 from candor.runtime.logs import configure_logging
 from candor.runtime.server import ServiceSpec, serve_until_signal, start_service
@@ -22,10 +23,24 @@ async def _slow(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
     return b"done"
 
 
+async def _echo(
+    request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext
+) -> health_pb2.HealthCheckRequest:
+    return request
+
+
 def _register(server: grpc.aio.Server) -> None:
     handler = grpc.method_handlers_generic_handler(
         SERVICE,
-        {"Slow": grpc.unary_unary_rpc_method_handler(_slow, lambda b: b, lambda b: b)},
+        {
+            "Slow": grpc.unary_unary_rpc_method_handler(_slow, lambda b: b, lambda b: b),
+            # Its requests must parse as a protobuf message: junk bytes fail to deserialize.
+            "Echo": grpc.unary_unary_rpc_method_handler(
+                _echo,
+                health_pb2.HealthCheckRequest.FromString,
+                health_pb2.HealthCheckRequest.SerializeToString,
+            ),
+        },
     )
     server.add_generic_rpc_handlers((handler,))
 

@@ -136,3 +136,18 @@ def test_ids_and_titles_at_the_limits_are_written(stub: pb_grpc.RetrievalService
     _upsert(document_id=long_id, title="t" * MAX_TITLE_CHARS)(stub)
     reply = stub.DeleteDocuments(pb.DeleteDocumentsRequest(tenant=TENANT, document_ids=[long_id]))
     assert [r.outcome for r in reply.results] == [pb.DOCUMENT_OUTCOME_DELETED]
+
+
+def test_a_batch_with_hundreds_of_bad_documents_still_gets_its_field_violations(
+    stub: pb_grpc.RetrievalServiceStub,
+) -> None:
+    # Every violation travels in the trailers: 30 listed in full overflowed gRPC's metadata
+    # limit, and the caller got RESOURCE_EXHAUSTED with none of them.
+    bad = [pb.Document(document_id="x" * (MAX_ID_BYTES + 1 + i), text=TEXT) for i in range(300)]
+    with pytest.raises(grpc.RpcError) as err:
+        stub.UpsertDocuments(pb.UpsertDocumentsRequest(tenant=TENANT, documents=bad))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    found = field_violations_of(err.value)
+    assert len(found) == 21
+    assert found[0][0].startswith("documents[0].document_id")
+    assert found[-1] == ("", "280 more violation(s) not listed; fix these and retry")

@@ -107,6 +107,36 @@ def test_metrics_expose_standard_grpc_series_with_code_names(slow_server):  # ty
     assert "grpc_server_handling_seconds_bucket{" in text
 
 
+def test_health_watch_streams_the_serving_status(slow_server):  # type: ignore[no-untyped-def]
+    # grpc's Watch writes with context.write(): the metrics wrapper iterated it and failed
+    # every call with UNKNOWN.
+    _, target, metrics_port = slow_server
+    with grpc.insecure_channel(target) as ch:
+        call = health_pb2_grpc.HealthStub(ch).Watch(
+            health_pb2.HealthCheckRequest(service=SERVICE), timeout=5
+        )
+        first = next(call)
+        call.cancel()
+    assert first.status == health_pb2.HealthCheckResponse.SERVING
+    labels = {"grpc_service": "grpc.health.v1.Health", "grpc_method": "Watch"}
+    assert metric_value(scrape(metrics_port), "grpc_server_started_total", labels) == 1
+
+
+def test_an_undecodable_request_is_invalid_argument_and_counted(slow_server):  # type: ignore[no-untyped-def]
+    _, target, metrics_port = slow_server
+    with grpc.insecure_channel(target) as ch:
+        echo = ch.unary_unary(f"/{SERVICE}/Echo")
+        good = health_pb2.HealthCheckRequest(service="x").SerializeToString()
+        assert echo(good, timeout=5) == good
+        with pytest.raises(grpc.RpcError) as err:
+            echo(b"\xff\xfe not a message", timeout=5)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "not a valid message" in (err.value.details() or "")
+    assert "Error" not in (err.value.details() or "")  # no Python class names
+    labels = {"grpc_service": SERVICE, "grpc_method": "Echo", "grpc_code": "INVALID_ARGUMENT"}
+    assert metric_value(scrape(metrics_port), "grpc_server_handled_total", labels) == 1
+
+
 def test_a_method_the_server_does_not_have_is_counted_unimplemented(slow_server):  # type: ignore[no-untyped-def]
     _, target, metrics_port = slow_server
     with grpc.insecure_channel(target) as ch, pytest.raises(grpc.RpcError) as err:

@@ -8,7 +8,7 @@ from typing import Any
 import grpc
 import pytest
 
-from candor.runtime.metrics import code_of
+from candor.runtime.metrics import _abort_unexpected, code_of
 
 
 class Context:
@@ -39,3 +39,43 @@ def test_set_or_aborted_codes_and_unexpected_errors() -> None:
     assert code_of(ctx, grpc.aio.AbortError()) == grpc.StatusCode.INVALID_ARGUMENT
     assert code_of(Context(None, None), None) == grpc.StatusCode.OK  # type: ignore[arg-type]
     assert code_of(Context(None, None), ValueError()) == grpc.StatusCode.UNKNOWN  # type: ignore[arg-type]
+
+
+class Aborting(Context):
+    """A context that records aborts; ``gone`` is a call its caller already left."""
+
+    def __init__(self, remaining: float | None, gone: bool = False) -> None:
+        super().__init__(None, remaining)
+        self.gone = gone
+        self.aborts: list[tuple[grpc.StatusCode, str]] = []
+
+    def cancelled(self) -> bool:
+        return self.gone
+
+    async def abort(self, code: grpc.StatusCode, details: str) -> None:
+        if self.aborts:
+            raise grpc.aio.UsageError("Abort already called!")
+        self.aborts.append((code, details))
+        raise grpc.aio.AbortError()
+
+
+@pytest.mark.parametrize(("remaining", "gone"), [(0.0, False), (-0.5, False), (3.0, True)])
+async def test_an_error_raised_while_the_caller_leaves_is_not_a_servicer_bug(
+    remaining: float, gone: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    # grpc raises from an abort's send when the deadline passed mid-abort: logging it as a
+    # crash and aborting again filled the log with false "unexpected error" tracebacks.
+    ctx = Aborting(remaining, gone)
+    await _abort_unexpected(ctx, "/s/M", RuntimeError("ExecuteBatchError"))  # type: ignore[arg-type]
+    assert ctx.aborts == [] and "unexpected error" not in caplog.text
+
+
+async def test_a_servicer_bug_aborts_unknown_without_its_text(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    ctx = Aborting(3.0)
+    with pytest.raises(grpc.aio.AbortError):
+        await _abort_unexpected(ctx, "/s/M", RuntimeError("/srv/secret/path failed"))  # type: ignore[arg-type]
+    [(code, details)] = ctx.aborts
+    assert code == grpc.StatusCode.UNKNOWN and "secret" not in details
+    assert "unexpected error in servicer" in caplog.text
