@@ -6,6 +6,8 @@ A JWT (RFC 7519) with the algorithm pinned to EdDSA; keys are chosen by ``kid`` 
 from __future__ import annotations
 
 import hashlib
+import heapq
+import logging
 import threading
 import time
 import unicodedata
@@ -20,6 +22,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from candor.files import write_atomically
+
+log = logging.getLogger("candor.token")
 
 ALGORITHM = "EdDSA"
 
@@ -132,20 +136,31 @@ class ReplayStore(Protocol):
 
 
 class InMemoryReplayStore:
-    """Per-process replay store; replicas of the generator each keep their own."""
+    """Per-process replay store; replicas of the generator each keep their own.
+
+    Ids leave in expiry order from a heap, a few per claim: rebuilding the whole map once it
+    held 10,000 live ids cost every claim 0.5 ms at 10k and 3 ms at 40k (about 150 Generate
+    calls a second keep 10k live), under a lock on the event loop.
+    """
 
     def __init__(self) -> None:
         self._used: dict[str, int] = {}
+        self._expiry: list[tuple[int, str]] = []
         self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._used)
 
     def claim(self, token_id: str, expires_at: int) -> bool:
         now = int(time.time())
         with self._lock:
-            if len(self._used) > 10_000:
-                self._used = {k: v for k, v in self._used.items() if v >= now}
+            while self._expiry and self._expiry[0][0] < now:
+                _, gone = heapq.heappop(self._expiry)
+                self._used.pop(gone, None)
             if token_id in self._used:
                 return False
             self._used[token_id] = expires_at
+            heapq.heappush(self._expiry, (expires_at, token_id))
             return True
 
 
@@ -158,7 +173,8 @@ class KeyRing:
 
     def __init__(self, directory: Path, refresh_seconds: float = 30.0) -> None:
         self._dir, self._refresh = directory, refresh_seconds
-        self._keys = load_public_keys(directory)
+        self._keys = load_public_keys(directory)  # a bad file stops start-up, named
+        self._bad: list[str] = []
         self._loaded = self._last_miss = time.monotonic()
         self._lock = threading.Lock()
 
@@ -166,7 +182,14 @@ class KeyRing:
         return len(self._keys)
 
     def _reload(self) -> None:
-        self._keys = load_public_keys(self._dir)
+        # A file half-copied in a rotation must not take every key down with it: it is
+        # skipped (and named in the log) and the good keys keep verifying.
+        bad: list[str] = []
+        self._keys = load_public_keys(self._dir, bad)
+        if bad != self._bad:
+            if bad:
+                log.warning("unusable public key files skipped", extra={"files": bad})
+            self._bad = bad
         self._loaded = time.monotonic()
 
     def get(self, kid: str) -> Ed25519PublicKey | None:
@@ -293,7 +316,8 @@ class TokenVerifier:
 
 
 class SigningKeyError(ValueError):
-    """The signing key file exists but cannot be used; start-up should stop with this message."""
+    """A key file (the gate's signing key, a generator's public key) cannot be used; start-up
+    stops with this message."""
 
 
 def load_or_create_signing_key(path: Path) -> Ed25519PrivateKey:
@@ -341,11 +365,22 @@ def write_public_key(key: Ed25519PrivateKey, directory: Path, kid: str) -> Path:
     return out
 
 
-def load_public_keys(directory: Path) -> dict[str, Ed25519PublicKey]:
-    """Every ``<kid>.pub.pem`` in a directory (a mounted Secret in Kubernetes)."""
+def load_public_keys(directory: Path, bad: list[str] | None = None) -> dict[str, Ed25519PublicKey]:
+    """Every ``<kid>.pub.pem`` in a directory (a mounted Secret in Kubernetes).
+
+    A file that is no Ed25519 public key raises SigningKeyError naming it; with ``bad`` given
+    it is skipped and its path appended there instead.
+    """
     keys: dict[str, Ed25519PublicKey] = {}
     for pem in sorted(directory.glob("*.pub.pem")):
-        key = serialization.load_pem_public_key(pem.read_bytes())
-        if isinstance(key, Ed25519PublicKey):
-            keys[pem.name.removesuffix(".pub.pem")] = key
+        try:
+            key = serialization.load_pem_public_key(pem.read_bytes())
+            if not isinstance(key, Ed25519PublicKey):
+                raise ValueError(f"a {type(key).__name__}, not an Ed25519 public key")
+        except (OSError, ValueError, TypeError) as exc:
+            if bad is None:
+                raise SigningKeyError(f"cannot load the public key {pem}: {exc}") from exc
+            bad.append(str(pem))
+            continue
+        keys[pem.name.removesuffix(".pub.pem")] = key
     return keys

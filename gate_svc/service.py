@@ -30,7 +30,12 @@ from candor.runtime.metrics import LATENCY_BUCKETS, ServiceMetrics
 from candor.runtime.server import ServiceSpec
 from candor.runtime.validation import check_enum, check_language, check_query, check_tenant
 from candor.settings import ServerSettings, Settings, SettingsError
-from candor.token import TokenSigner, load_or_create_signing_key, write_public_key
+from candor.token import (
+    SigningKeyError,
+    TokenSigner,
+    load_or_create_signing_key,
+    write_public_key,
+)
 from gate_svc.policy import (
     CLARIFY,
     CONFIDENT,
@@ -336,16 +341,28 @@ class GateServicer(pb_grpc.GateServiceServicer):
                 # deadline the caller has left, and a refusal would be counted for nobody.
                 exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED and not bound
             ):
-                log.warning("retrieval unavailable", extra={"code": exc.code().name})
-                decision = arms_unavailable(
-                    policy, f"retrieval: {exc.code().name}: {exc.details()}"
+                log.warning(
+                    "retrieval unavailable",
+                    extra={"code": exc.code().name, "details": exc.details()},
                 )
+                # The decision is the caller's to read: the code, not the transport's text.
+                decision = arms_unavailable(policy, f"retrieval: {exc.code().name}")
                 out = self._finish(
                     decision, tenant, query, language, [], True, policy, policy_tenant
                 )
                 return await self._translate_refusal(out, query, language, policy, context)
+            log.warning(
+                "retrieval refused the gate's call",
+                extra={"code": exc.code().name, "details": exc.details()},
+            )
+            # INVALID_ARGUMENT names what in the caller's request retrieval refused; any
+            # other text is retrieval's own, for the log above.
+            said = exc.details() if exc.code() == grpc.StatusCode.INVALID_ARGUMENT else ""
             await abort_info(
-                context, exc.code(), "RETRIEVAL_" + exc.code().name, exc.details() or ""
+                context,
+                exc.code(),
+                "RETRIEVAL_" + exc.code().name,
+                said or f"retrieval refused the gate's call ({exc.code().name})",
             )
         self._downstream_ended("retrieval", grpc.StatusCode.OK)
         arms = list(reply.arms)
@@ -677,17 +694,18 @@ class GateServicer(pb_grpc.GateServiceServicer):
         except grpc.aio.AioRpcError as exc:
             self._downstream_ended("generator", exc.code(), bound)
             cause = error_reason_of(exc)
-            log.warning("generation failed", extra={"code": exc.code().name, "cause": cause})
-            code = exc.code()
-            # A transport failure may pass on retry; the generator's own INTERNAL (the LLM
-            # rejected the request: a key, a model name) will not, so it is not UNAVAILABLE.
-            if code == grpc.StatusCode.UNKNOWN:
-                code = grpc.StatusCode.UNAVAILABLE
+            log.warning(
+                "generation failed",
+                extra={"code": exc.code().name, "cause": cause, "details": exc.details()},
+            )
+            code = _GENERATOR_STATUS.get(exc.code(), exc.code())
+            # The caller gets the generator's reason, not its text: transport errors name
+            # internal addresses. The log line above has the details.
             await abort_info(
                 context,
                 code,
                 "GENERATION_FAILED",
-                exc.details() or code.name,
+                f"the answer could not be generated ({cause or exc.code().name})",
                 {"generator_reason": cause} if cause else None,
             )
 
@@ -724,12 +742,36 @@ def _policy_info(loaded: Loaded, tenant: str) -> pb.PolicyInfo:
     )
 
 
+_GENERATOR_STATUS = {
+    # A transport failure may pass on retry; a downstream's own INTERNAL (the LLM rejected
+    # the request: a key, a model name) will not, so it stays INTERNAL.
+    grpc.StatusCode.UNKNOWN: grpc.StatusCode.UNAVAILABLE,
+    # The gate built the call and the caller passed the gate's own checks: a downstream that
+    # refuses it (a pass token signed by a key it lacks, clocks apart, keys that differ between
+    # services, a request the gate got wrong) is the server's fault, not "your credentials".
+    grpc.StatusCode.PERMISSION_DENIED: grpc.StatusCode.INTERNAL,
+    grpc.StatusCode.UNAUTHENTICATED: grpc.StatusCode.INTERNAL,
+    grpc.StatusCode.INVALID_ARGUMENT: grpc.StatusCode.INTERNAL,
+    grpc.StatusCode.FAILED_PRECONDITION: grpc.StatusCode.INTERNAL,
+}
+"""The status an Ask caller sees for a downstream's (its ErrorInfo keeps the downstream's)."""
+
+
 def signing_key(settings: Settings) -> Ed25519PrivateKey:
     """The gate's signing key. Embedded default: created under data_dir/keys on first start,
     with its public half beside it where the generator looks."""
     g = settings.gate
     if g.signing_key_path:
-        return load_or_create_signing_key(Path(g.signing_key_path))
+        configured = Path(g.signing_key_path)
+        if not configured.exists():
+            # A typo here used to create a fresh key whose public half no generator has:
+            # every answer then failed TOKEN_SIGNATURE. Only the embedded default is created.
+            raise SigningKeyError(
+                f"the signing key {configured} (gate.signing_key_path) does not exist: mount "
+                "it (scripts/k8s_token_keys.py makes a pair), or leave gate.signing_key_path "
+                "empty to use the embedded default under data_dir/keys"
+            )
+        return load_or_create_signing_key(configured)
     key_path = settings.path("keys", f"{g.key_id}.pem")
     key = load_or_create_signing_key(key_path)
     write_public_key(key, key_path.parent, g.key_id)

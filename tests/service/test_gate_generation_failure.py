@@ -50,3 +50,40 @@ def test_a_rejected_llm_request_is_internal_with_the_generators_reason(tmp_path:
     info = error_info_of(error)
     assert info is not None and info.reason == "GENERATION_FAILED"
     assert info.metadata["generator_reason"] == "LLM_UPSTREAM_REJECTED"
+
+
+def test_a_generator_refusing_the_gates_own_token_is_internal_not_permission_denied(
+    tmp_path: Path,
+) -> None:
+    # A rotation done in the wrong order: the generator lacks the gate's public key. The
+    # caller's credentials are fine, so PERMISSION_DENIED ("do not retry, fix your key") lied.
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from candor.token import write_public_key
+
+    foreign = tmp_path / "generator-keys"
+    foreign.mkdir()
+    write_public_key(Ed25519PrivateKey.generate(), foreign, "candor-1")
+    env = stack_env(str(tmp_path / "data"), CANDOR_GENERATOR__PUBLIC_KEYS_DIR=str(foreign))
+    stack = Stack(lambda: start_stack(load_settings(env=env)))
+    try:
+        with grpc.insecure_channel(stack.address("RetrievalService")) as ch:
+            assert client.ingest(ch, SAMPLES, "t", None).failed == 0
+        with grpc.insecure_channel(stack.address("GateService")) as ch:
+            stream = gate_pb2_grpc.GateServiceStub(ch).Ask(
+                gate_pb2.AskRequest(tenant="t", query=PASSED), timeout=30
+            )
+            assert next(stream).decision.outcome == gate_pb2.OUTCOME_PASS
+            try:
+                list(stream)
+            except grpc.RpcError as exc:
+                error = exc
+            else:
+                raise AssertionError("the generator took a token signed by a key it lacks")
+    finally:
+        stack.stop()
+    assert error.code() == grpc.StatusCode.INTERNAL
+    info = error_info_of(error)
+    assert info is not None and info.reason == "GENERATION_FAILED"
+    assert info.metadata["generator_reason"] == "TOKEN_SIGNATURE"
+    assert "127.0.0.1" not in (error.details() or "")

@@ -208,3 +208,16 @@ def test_a_signing_key_that_cannot_be_written_is_one_line(
     assert str(line["error"]).startswith(f"cannot create the signing key {tmp_path / 'keys'}/"), (
         line
     )
+
+
+def test_a_configured_signing_key_that_does_not_exist_stops_start_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A typo in the path used to create a new key no generator knows: every answer failed.
+    missing = tmp_path / "secrets" / "signing-kye.pem"
+    monkeypatch.setenv("CANDOR_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("CANDOR_GATE__SIGNING_KEY_PATH", str(missing))
+    assert main(["serve", "--service", "gate"]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert str(line["error"]).startswith(f"the signing key {missing} (gate.signing_key_path)")
+    assert not missing.exists()

@@ -407,3 +407,48 @@ def test_an_unloadable_signing_key_is_named_and_never_replaced(tmp_path: Path) -
     with pytest.raises(SigningKeyError, match=rf"cannot load the signing key {path}: .*backup"):
         load_or_create_signing_key(path)
     assert path.read_bytes() == b""
+
+
+def test_replay_store_forgets_only_expired_ids_and_stays_bounded() -> None:
+    store = InMemoryReplayStore()
+    now = int(time.time())
+    for i in range(20_000):
+        assert store.claim(f"live-{i}", now + 60)
+    for i in range(5_000):
+        store.claim(f"dead-{i}", now - 10)  # each next claim drops the expired ones
+    assert len(store) == 20_001
+    assert store.claim("live-0", now + 60) is False  # still remembered
+    assert store.claim("dead-0", now - 10) is True  # expired: forgotten, so claimable again
+
+
+def test_an_unusable_public_key_file_stops_start_up_naming_it(tmp_path: Path) -> None:
+    from candor.token import KeyRing
+
+    write_public_key(Ed25519PrivateKey.generate(), tmp_path, "k1")
+    (tmp_path / "k2.pub.pem").write_bytes(b"-----BEGIN PUBLIC KEY-----\nMCow")  # half copied
+    with pytest.raises(SigningKeyError, match=r"k2\.pub\.pem"):
+        KeyRing(tmp_path)
+
+
+def test_a_key_file_broken_mid_rotation_is_skipped_and_the_good_keys_verify(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from candor.token import KeyRing
+
+    key = Ed25519PrivateKey.generate()
+    write_public_key(key, tmp_path, "k1")
+    ring = KeyRing(tmp_path, refresh_seconds=0.0)
+    verifier = TokenVerifier(ring, "iss", "aud", InMemoryReplayStore())
+    signer = TokenSigner(key, "k1", "iss", "aud", 60)
+    (tmp_path / "k2.pub.pem").write_bytes(b"not a key")
+    token, _ = signer.mint(
+        tenant="t",
+        query="q",
+        evidence=[("c", "x")],
+        policy_version="v",
+        tier="confident",
+        confidence=0.9,
+    )
+    assert verifier.verify(token, "q", [("c", "x")]).tenant == "t"
+    [record] = [r for r in caplog.records if r.msg == "unusable public key files skipped"]
+    assert record.files == [str(tmp_path / "k2.pub.pem")]  # type: ignore[attr-defined]
