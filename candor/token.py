@@ -290,29 +290,47 @@ class TokenVerifier:
             raise TokenError("TOKEN_SIGNATURE", "pass token signature is invalid") from exc
         except jwt.PyJWTError as exc:
             raise TokenError("TOKEN_MALFORMED", f"pass token is invalid: {exc}") from exc
-        if claims.get("qh") != query_sha256(query):
-            raise TokenError("QUERY_MISMATCH", "the query is not the one the gate passed")
-        signed = [(e["id"], e["h"]) for e in claims.get("ev", [])]
-        sent = [(cid, text_sha256(text)) for cid, text in evidence]
-        if signed != sent:
-            raise TokenError("EVIDENCE_MISMATCH", "the evidence is not what the gate admitted")
-        sent_titles = list(titles) if titles is not None else [""] * len(sent)
-        for item, title in zip(claims.get("ev", []), sent_titles, strict=False):
-            if "th" in item and item["th"] != text_sha256(title):
-                raise TokenError(
-                    "EVIDENCE_MISMATCH", f"evidence {item['id']}'s title is not what the gate sent"
-                )
-        return PassClaims(
-            token_id=str(claims["jti"]),
-            tenant=str(claims.get("tenant", "")),
-            query_sha256=str(claims["qh"]),
-            evidence=tuple(EvidenceClaim(cid, h) for cid, h in signed),
-            policy_version=str(claims.get("pv", "")),
-            tier=str(claims.get("tier", "")),
-            confidence=float(claims.get("conf", 0.0)),
-            expires_at=int(claims["exp"]),
-            clarify_only=bool(claims.get("clarify", False)),
-        )
+        try:
+            return _matched(claims, query, evidence, titles)
+        except TokenError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            # Signed, so only a gate (or its key) wrote it: still a refusal, not a crash.
+            raise TokenError(
+                "TOKEN_MALFORMED", f"pass token claims are malformed: {exc!r}"
+            ) from exc
+
+
+def _matched(
+    claims: dict[str, Any],
+    query: str,
+    evidence: Sequence[tuple[str, str]],
+    titles: Sequence[str] | None,
+) -> PassClaims:
+    """The verified claims, checked against this request."""
+    if claims.get("qh") != query_sha256(query):
+        raise TokenError("QUERY_MISMATCH", "the query is not the one the gate passed")
+    signed = [(e["id"], e["h"]) for e in claims.get("ev", [])]
+    sent = [(cid, text_sha256(text)) for cid, text in evidence]
+    if signed != sent:
+        raise TokenError("EVIDENCE_MISMATCH", "the evidence is not what the gate admitted")
+    sent_titles = list(titles) if titles is not None else [""] * len(sent)
+    for item, title in zip(claims.get("ev", []), sent_titles, strict=False):
+        if "th" in item and item["th"] != text_sha256(title):
+            raise TokenError(
+                "EVIDENCE_MISMATCH", f"evidence {item['id']}'s title is not what the gate sent"
+            )
+    return PassClaims(
+        token_id=str(claims["jti"]),
+        tenant=str(claims.get("tenant", "")),
+        query_sha256=str(claims["qh"]),
+        evidence=tuple(EvidenceClaim(cid, h) for cid, h in signed),
+        policy_version=str(claims.get("pv", "")),
+        tier=str(claims.get("tier", "")),
+        confidence=float(claims.get("conf", 0.0)),
+        expires_at=int(claims["exp"]),
+        clarify_only=bool(claims.get("clarify", False)),
+    )
 
 
 class SigningKeyError(ValueError):

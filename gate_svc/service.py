@@ -592,7 +592,6 @@ class GateServicer(pb_grpc.GateServiceServicer):
                 )
                 for i, c in enumerate(d.evidence, start=1)
             )
-            self._m.tokens.labels(d.policy_version).inc()
         else:
             message, lang = refusal_message(
                 query, language, policy.refusal_messages, policy.default_language
@@ -614,6 +613,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
                 evidence=[(e.chunk_id, e.text) for e in out.evidence],
                 titles=[e.title for e in out.evidence],
             )
+            self._m.tokens.labels(d.policy_version).inc()  # CLARIFY's too: it is a token
             # Up to max_evidence curated answers can outgrow the message limit: keep the best
             # that fit beside the token (which only shrinks when re-signed over fewer chunks).
             room = self._max_message_bytes - len(token) - DECISION_RESERVE_BYTES

@@ -122,7 +122,7 @@ class GeneratorMetrics:
         )
         self.trimmed = Counter(
             "candor_generator_evidence_trimmed_total",
-            "Evidence chunks dropped to fit the context budget.",
+            "Evidence chunks dropped, or cut short, to fit the context budget.",
             registry=metrics.registry,
         )
         self.groundedness = Counter(
@@ -192,7 +192,8 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
             self._opts.context_budget_tokens,
         )
         if budget.trimmed_chunk_ids or budget.truncated_chunk_id:
-            self._m.trimmed.inc(len(budget.trimmed_chunk_ids))
+            # A cut top chunk counts: its tail is text the model never saw, too.
+            self._m.trimmed.inc(len(budget.trimmed_chunk_ids) + bool(budget.truncated_chunk_id))
             log.info(
                 "evidence trimmed to the context budget",
                 extra={

@@ -48,8 +48,9 @@ def check_language(language: str, v: FieldViolations, field: str = "language") -
 
 
 def is_blank(text: str) -> bool:
-    """Nothing but whitespace and invisible format characters (zero-width space, BOM, ...)."""
-    return all(c.isspace() or unicodedata.category(c) == "Cf" for c in text)
+    """Nothing but whitespace, control characters (NUL, BEL, ESC, ...) and invisible format
+    characters (zero-width space, BOM, ...): nothing anyone could read or search for."""
+    return all(c.isspace() or unicodedata.category(c) in ("Cc", "Cf") for c in text)
 
 
 def check_query(query: str, max_chars: int, v: FieldViolations, field: str = "query") -> None:
@@ -92,9 +93,14 @@ def check_length(text: str, max_chars: int, v: FieldViolations, field: str) -> N
         v.add(field, f"must be at most {max_chars} characters (got {len(text)})")
 
 
+MAX_WEIGHT = 1e6
+"""A fusion weight's ceiling: weights only say how the arms compare, and 1e308 overflowed
+the fused scores to inf, which ordered nothing."""
+
+
 def check_weight(value: float, v: FieldViolations, field: str) -> None:
-    if not math.isfinite(value) or value < 0:
-        v.add(field, f"must be a finite number >= 0 (got {value})")
+    if not math.isfinite(value) or not 0 <= value <= MAX_WEIGHT:
+        v.add(field, f"must be a number from 0 to {MAX_WEIGHT:g} (got {value})")
 
 
 def check_enum(value: int, enum: EnumDescriptor, v: FieldViolations, field: str) -> None:

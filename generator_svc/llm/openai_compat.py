@@ -158,6 +158,8 @@ class OpenAICompatBackend:
                 if isinstance(chunk.get("usage"), dict):
                     usage = chunk["usage"]
                 for choice in chunk["choices"]:
+                    if not isinstance(choice, dict):
+                        raise _malformed(f"a choice that is not an object: {data[:80]!r}")
                     finish = choice.get("finish_reason") or finish
                     delta = choice.get("delta") or {}
                     text = delta.get("content") if isinstance(delta, dict) else None

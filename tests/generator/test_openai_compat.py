@@ -238,6 +238,7 @@ async def test_a_stream_that_stalls_mid_answer_is_a_timeout() -> None:
     [
         (b"data: {not json\n\n", "not JSON"),
         (b'data: {"id": "x"}\n\n', "choices"),
+        (b'data: {"choices": ["x"]}\n\n', "not an object"),
         (b"<html>502 Bad Gateway</html>\n", "unexpected line"),
         (oa_sse(oa_chunk("", role="assistant"), oa_chunk("You can"), done=False), "[DONE]"),
     ],

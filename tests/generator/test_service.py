@@ -224,10 +224,11 @@ async def test_a_citation_of_evidence_the_budget_trimmed_fails_and_says_so() -> 
 
 async def test_a_top_chunk_cut_to_fit_the_budget_is_reported() -> None:
     top = EvidenceItem("b#1", "B", " ".join(["word"] * 100))
-    svc, _ = servicer(ScriptedBackend(GOOD), context_budget_tokens=40)
+    svc, m = servicer(ScriptedBackend(GOOD), context_budget_tokens=40)
     final = (await run(svc, request((top, TIMING))))[-1].final
     assert final.truncated_chunk_id == "b#1"
     assert list(final.trimmed_chunk_ids) == [TIMING.chunk_id]
+    assert m.trimmed._value.get() == 2  # the dropped chunk and the cut one
 
 
 async def test_uncertain_tier_and_clarify_only_reach_the_backend() -> None:

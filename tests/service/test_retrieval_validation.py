@@ -98,6 +98,9 @@ CASES: dict[str, tuple[Call, str]] = {
     "unknown mode": (_retrieve(mode=99), "mode"),
     "unknown fusion": (_retrieve(fusion=99), "fusion"),
     "query of zero-width characters": (_retrieve(query="\u200b\u200d"), "query"),
+    "query of control characters": (_retrieve(query="\x00\x07"), "query"),
+    "text of control characters": (_upsert(text="\x00\x07\x1b"), "documents[0].text"),
+    "a weight that overflows the fused scores": (_retrieve(dense_weight=1e308), "dense_weight"),
     "more ids than a call may delete": (
         _delete([f"d{i}" for i in range(501)]),
         "document_ids",

@@ -452,3 +452,27 @@ def test_a_key_file_broken_mid_rotation_is_skipped_and_the_good_keys_verify(
     assert verifier.verify(token, "q", [("c", "x")]).tenant == "t"
     [record] = [r for r in caplog.records if r.msg == "unusable public key files skipped"]
     assert record.files == [str(tmp_path / "k2.pub.pem")]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"ev": 5}, {"ev": [{"id": "refunds#p0c0"}]}, {"conf": "high"}, {"ev": [7]}],
+)
+def test_signed_but_malformed_claims_are_a_refusal_not_a_crash(
+    key: Ed25519PrivateKey, bad: dict[str, object]
+) -> None:
+    import jwt
+
+    now = int(time.time())
+    claims = {
+        "iss": ISS,
+        "aud": AUD,
+        "iat": now,
+        "exp": now + TTL,
+        "jti": "x",
+        "qh": query_sha256(QUERY),
+        "ev": [{"id": cid, "h": text_sha256(text)} for cid, text in EVIDENCE],
+        **bad,
+    }
+    token = jwt.encode(claims, key, algorithm="EdDSA", headers={"kid": KID})
+    assert reason(verifier(key), token) in ("TOKEN_MALFORMED", "EVIDENCE_MISMATCH")
