@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Final
 
 import numpy as np
-import onnxruntime as ort
 
+from candor.onnx_runtime import ort
 from gate_svc.reader_files import (
     MODEL_PATH,
     bundled_readers,

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-import onnxruntime as ort
 from tokenizers import Encoding
 
+from candor.onnx_runtime import ort
 from retrieval_svc.embed.minilm_model import Precision, model_path
 from retrieval_svc.embed.wordpiece import tokenizer
 

