@@ -149,6 +149,12 @@ def test_container_ports_probes_and_settings_agree(
     assert server.drain_delay_seconds >= 2, "endpoints need a moment to drop a NOT_SERVING pod"
     if service == "gate":
         assert s.gate.generation_timeout_seconds <= server.grace_seconds
+    annotations = one(docs, "Deployment", f"candor-{service}")["spec"]["template"]["metadata"]
+    wait = (annotations.get("annotations") or {}).get(
+        "config.alpha.linkerd.io/proxy-wait-before-exit-seconds"
+    )
+    if wait is not None:  # meshed: the proxy must carry calls until the service has drained
+        assert server.drain_delay_seconds + server.grace_seconds <= int(wait) < grace
 
 
 @pytest.mark.parametrize("service", SERVICES)
