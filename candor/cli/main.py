@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import signal
 import sys
 import time
 from pathlib import Path
@@ -116,6 +117,15 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+class StartUpStopped(BaseException):
+    """SIGTERM arrived before the services were up (not an Exception: nothing may catch it as
+    a start-up failure)."""
+
+
+def _stop_starting(signum: int, frame: object) -> None:
+    raise StartUpStopped
+
+
 async def _serve(args: argparse.Namespace) -> int:
     from candor.cli.stack import start_stack
     from candor.runtime.server import serve_until_signal
@@ -132,8 +142,16 @@ async def _serve(args: argparse.Namespace) -> int:
         return 2
     configure_logging(settings.log_level)
     started = time.perf_counter()
+    # As a container's PID 1, a process without a SIGTERM handler ignores SIGTERM, and the
+    # graceful handler comes with serving: a pod deleted while loading models or building its
+    # index waited out terminationGracePeriodSeconds for its SIGKILL. Until then SIGTERM stops
+    # start-up as an exception would, releasing what was opened.
+    previous = signal.signal(signal.SIGTERM, _stop_starting)
     try:
         services = await start_stack(settings, args.service)
+    except StartUpStopped:
+        log.info("stopped by SIGTERM during start-up")
+        return 128 + signal.SIGTERM
     except Exception as exc:
         # Any start-up failure (a port taken, a key file missing, an LLM backend without its
         # model) is one JSON line: a crash-looping pod's log says why in `kubectl logs`.
@@ -142,6 +160,8 @@ async def _serve(args: argparse.Namespace) -> int:
         log.debug("cannot start", exc_info=exc)  # the traceback, for whoever asks for it
         log.error("cannot start", extra={"error": error})
         return 2
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if args.demo:
         # `make run` is read by a person: the addresses in plain words, beside the JSON logs.
         for svc in services:

@@ -221,3 +221,41 @@ def test_a_configured_signing_key_that_does_not_exist_stops_start_up(
     line = _one_line(capsys.readouterr().err)
     assert str(line["error"]).startswith(f"the signing key {missing} (gate.signing_key_path)")
     assert not missing.exists()
+
+
+def test_sigterm_during_start_up_stops_it_cleanly(tmp_path: Path) -> None:
+    # As PID 1 a process ignores SIGTERM until it has a handler: a pod deleted mid-start-up
+    # waited out its whole grace period for the SIGKILL.
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = Path(__file__).resolve().parents[2]
+    slow_start = (
+        "import sys, time\n"
+        "import candor.cli.stack as stack\n"
+        "from candor.cli.main import main\n"
+        "def slow(settings):\n"
+        "    print('building', file=sys.stderr, flush=True)\n"
+        "    time.sleep(60)\n"
+        "stack.build_retrieval = slow\n"
+        "sys.exit(main(['serve', '--service', 'retrieval']))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(root), **stack_env(str(tmp_path))}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", slow_start], cwd=root, env=env, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stderr is not None
+        while "building" not in proc.stderr.readline():
+            assert proc.poll() is None, "start-up ended before the slow step"
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 128 + signal.SIGTERM
+        assert time.monotonic() - started < 10
+        assert '"msg": "stopped by SIGTERM during start-up"' in proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.wait()
