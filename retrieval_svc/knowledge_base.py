@@ -24,12 +24,10 @@ from retrieval_svc.embed.batcher import QueryBatcher
 from retrieval_svc.fusion import RRF_K
 from retrieval_svc.hypothetical import with_questions
 from retrieval_svc.ingest import SourceDocument, child_id, chunk_document, embedding_text
-from retrieval_svc.stores.base import Chunk, DenseStore, Hit, KeywordStore
+from retrieval_svc.stores.base import DENSE, KEYWORD, Chunk, DenseStore, Hit, KeywordStore
 from retrieval_svc.stores.data_dir import DataDirError, LowDiskSpace
 
 log = logging.getLogger("candor.retrieval")
-
-DENSE, KEYWORD = "dense", "keyword"
 
 
 class EmbedderMismatch(DataDirError):

@@ -48,7 +48,6 @@ from retrieval_svc.hypothetical import (
 )
 from retrieval_svc.ingest import SourceDocument, passages, sections
 from retrieval_svc.knowledge_base import (
-    DENSE,
     ArmOutcome,
     DocumentWrite,
     KnowledgeBase,
@@ -66,6 +65,7 @@ from retrieval_svc.rewrite import (
     build_rewriter,
     rewrite_query,
 )
+from retrieval_svc.stores.base import DENSE
 from retrieval_svc.stores.data_dir import check_start_space, lock_embedded, opening_data_dir
 from retrieval_svc.stores.edge import EdgeDenseStore
 from retrieval_svc.stores.factory import open_dense, open_keyword
@@ -591,9 +591,9 @@ def _open_knowledge_base(settings: Settings, data_dir: Path) -> KnowledgeBase:
     embedder, query_embedder = open_embedders(settings.retrieval)
     with opening_data_dir(settings.retrieval):
         check_collection(data_dir, embedder)
-        dense = open_dense(settings.retrieval, embedder.dim)
+        dense = open_dense(settings.retrieval, embedder.dim, defer=True)
         try:
-            keyword = open_keyword(settings.retrieval)
+            keyword = open_keyword(settings.retrieval, defer=True)
             record_collection(data_dir, embedder)
         except BaseException:
             dense.close()

@@ -12,6 +12,8 @@ import numpy.typing as npt
 from candor.common.v1 import evidence_pb2
 
 HYPOTHETICAL_QUESTION = int(evidence_pb2.SOURCE_KIND_HYPOTHETICAL_QUESTION)
+DENSE, KEYWORD = "dense", "keyword"
+"""The two arms' names, as metrics, logs and errors spell them."""
 
 
 class StoreMissing(RuntimeError):

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from candor.settings import RetrievalSettings
-from retrieval_svc.stores.base import DenseStore, KeywordStore, StoreMissing
+from retrieval_svc.stores.base import DENSE, KEYWORD, DenseStore, KeywordStore, StoreMissing
 from retrieval_svc.stores.data_dir import DENSE_DIR, KEYWORD_DIR, MIB
+from retrieval_svc.stores.deferred import DeferredDense, DeferredKeyword, unreachable
+
+StoreT = TypeVar("StoreT", DenseStore, KeywordStore)
 
 
 def _existing(path: Path, marker: str | None = None) -> Path:
@@ -16,12 +21,36 @@ def _existing(path: Path, marker: str | None = None) -> Path:
     return path
 
 
-def open_dense(settings: RetrievalSettings, dim: int, *, create: bool = True) -> DenseStore:
-    """The dense store; with ``create=False`` a missing one is StoreMissing, never created."""
+def _now_or_later(
+    arm: str,
+    opener: Callable[[], StoreT],
+    deferred: Callable[[str, Callable[[], StoreT], BaseException], StoreT],
+    defer: bool,
+) -> StoreT:
+    if not defer:
+        return opener()
+    try:
+        return opener()
+    except Exception as exc:
+        if not unreachable(exc):
+            raise
+        return deferred(arm, opener, exc)
+
+
+def open_dense(
+    settings: RetrievalSettings, dim: int, *, create: bool = True, defer: bool = False
+) -> DenseStore:
+    """The dense store; with ``create=False`` a missing one is StoreMissing, never created.
+
+    ``defer``: a production store that cannot be reached is opened in the background
+    (stores/deferred.py) instead of failing start-up."""
     if settings.dense_backend == "qdrant":
         from retrieval_svc.stores.qdrant_store import QdrantDenseStore
 
-        return QdrantDenseStore.from_settings(settings.qdrant, dim, create=create)
+        def qdrant() -> DenseStore:
+            return QdrantDenseStore.from_settings(settings.qdrant, dim, create=create)
+
+        return _now_or_later(DENSE, qdrant, DeferredDense, defer)
     from retrieval_svc.stores.edge import EdgeDenseStore
 
     path = Path(settings.data_dir) / DENSE_DIR
@@ -29,12 +58,18 @@ def open_dense(settings: RetrievalSettings, dim: int, *, create: bool = True) ->
     return EdgeDenseStore(path if create else _existing(path), dim, floor)
 
 
-def open_keyword(settings: RetrievalSettings, *, create: bool = True) -> KeywordStore:
-    """The keyword store; with ``create=False`` a missing one is StoreMissing, never created."""
+def open_keyword(
+    settings: RetrievalSettings, *, create: bool = True, defer: bool = False
+) -> KeywordStore:
+    """The keyword store; with ``create=False`` a missing one is StoreMissing, never created;
+    ``defer`` as for :func:`open_dense`."""
     if settings.keyword_backend == "opensearch":
         from retrieval_svc.stores.opensearch_store import OpenSearchKeywordStore
 
-        return OpenSearchKeywordStore(settings.opensearch, create=create)
+        def opensearch() -> KeywordStore:
+            return OpenSearchKeywordStore(settings.opensearch, create=create)
+
+        return _now_or_later(KEYWORD, opensearch, DeferredKeyword, defer)
     from retrieval_svc.stores.tantivy_store import TantivyKeywordStore
 
     path = Path(settings.data_dir) / KEYWORD_DIR
