@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 _SCROLL_PAGE = 1000
 _PUBLISH_BATCH = 256
 """Documents per publish request (two operations each)."""
+_UPSERT_BATCH = 256
+"""Points per upsert request: ~1.6 MiB at 1,536 dimensions, a few KiB of payload each."""
 
 # Every field a filter uses gets an index; ``tenant`` is Qdrant's tenant-optimised keyword index.
 _PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType | models.KeywordIndexParams] = {
@@ -56,7 +58,7 @@ class QdrantDenseStore:
         self._dim = dim
         if not create and not client.collection_exists(collection):
             raise StoreMissing(f"Qdrant collection {collection!r} does not exist")
-        self._ensure_collection()
+        self._ensure_collection(create)
 
     @classmethod
     def from_settings(
@@ -83,7 +85,9 @@ class QdrantDenseStore:
             client.close()
             raise
 
-    def _ensure_collection(self) -> None:
+    def _ensure_collection(self, create: bool) -> None:
+        """Check the collection's vectors; create what is missing only when ``create`` (verify
+        opens it to read, and may hold a read-only key)."""
         name = self._collection
         if not self._client.collection_exists(name):
             try:
@@ -113,9 +117,15 @@ class QdrantDenseStore:
                 "the original embedder"
             )
         existing = info.payload_schema or {}
-        for field, schema in _PAYLOAD_INDEXES.items():
-            if field not in existing:
-                self._client.create_payload_index(name, field, field_schema=schema)
+        missing = [field for field in _PAYLOAD_INDEXES if field not in existing]
+        if missing and not create:
+            log.warning(
+                "Qdrant collection lacks payload indexes; the service creates them at start-up",
+                extra={"collection": name, "fields": missing},
+            )
+            return
+        for field in missing:
+            self._client.create_payload_index(name, field, field_schema=_PAYLOAD_INDEXES[field])
 
     def upsert(self, chunks: Sequence[Chunk], vectors: npt.NDArray[np.float32]) -> None:
         points = [
@@ -126,16 +136,18 @@ class QdrantDenseStore:
             )
             for c, v in zip(chunks, vectors, strict=True)
         ]
-        if not points:
-            return
         # A point already published is the same content (the id includes the generation):
         # leave it published, so retrying an unchanged document never hides it.
-        self._client.upsert(
-            self._collection,
-            points=points,
-            wait=True,
-            update_filter=models.Filter(must_not=[_eq("visibility", PUBLISHED)]),
-        )
+        unpublished = models.Filter(must_not=[_eq("visibility", PUBLISHED)])
+        # In requests of bounded size: one call's points in one request reached 24-55 MiB
+        # (past REST's 32 MiB limit for a single large document), resent whole on a timeout.
+        for start in range(0, len(points), _UPSERT_BATCH):
+            self._client.upsert(
+                self._collection,
+                points=points[start : start + _UPSERT_BATCH],
+                wait=True,
+                update_filter=unpublished,
+            )
 
     def publish(self, tenant: str, document_id: str, generation: str) -> None:
         self.publish_many([(tenant, document_id, generation)])

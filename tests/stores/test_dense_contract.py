@@ -460,7 +460,7 @@ def test_qdrant_from_settings_builds_the_client(tmp_path: Path) -> None:
         api_key="s3cret",
         timeout=3,
     )
-    ensure.assert_called_once_with()
+    ensure.assert_called_once_with(True)
     store.close()
     client_cls.return_value.close.assert_called_once_with()
 
