@@ -52,6 +52,10 @@ FIXED_DIMS: Mapping[str, int] = {
 DEFAULT_DIMS: Mapping[str, int] = {"embed-v4.0": 1536}
 """Newer models: this size unless ``dimension`` asks for another (sent as output_dimension)."""
 
+OUTPUT_DIMS: Mapping[str, frozenset[int]] = {"embed-v4.0": frozenset({256, 512, 1024, 1536})}
+"""The sizes a newer model's ``output_dimension`` accepts (Cohere's embed API reference): any
+other failed every embed call with HTTP 400 after a clean start-up."""
+
 DEFAULT_MODEL = "embed-multilingual-v3.0"
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 
@@ -92,6 +96,12 @@ def resolve_dimension(model: str, dimension: int | None) -> tuple[int, int | Non
             raise ValueError(f"{model} makes {fixed}-d vectors; dimension={dimension} not possible")
         return fixed, None
     if dimension is not None:
+        allowed = OUTPUT_DIMS.get(model)
+        if allowed is not None and dimension not in allowed:
+            raise ValueError(
+                f"{model} makes vectors of {', '.join(map(str, sorted(allowed)))} dimensions; "
+                f"dimension={dimension} not possible"
+            )
         return dimension, dimension
     if model in DEFAULT_DIMS:
         return DEFAULT_DIMS[model], None

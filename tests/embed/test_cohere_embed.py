@@ -281,6 +281,11 @@ def test_dimension_rules() -> None:
         make(FakeCohere(), model="embed-english-v3.0", dimension=512)
     with pytest.raises(ValueError, match="set dimension"):
         make(FakeCohere(), model="embed-v9.9")
+    # embed-v4.0 takes four output sizes; any other failed every call with HTTP 400.
+    with pytest.raises(ValueError, match="256, 512, 1024, 1536 dimensions"):
+        make(FakeCohere(), model="embed-v4.0", dimension=384)
+    assert make(FakeCohere(), model="embed-v4.0", dimension=1024)[0].dim == 1024
+    assert make(FakeCohere(), model="embed-v9.9", dimension=300)[0].dim == 300
 
 
 def test_api_key_from_a_mounted_file_wins(tmp_path: Path) -> None:
