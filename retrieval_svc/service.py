@@ -591,7 +591,7 @@ def _open_knowledge_base(settings: Settings, data_dir: Path) -> KnowledgeBase:
     embedder, query_embedder = open_embedders(settings.retrieval)
     with opening_data_dir(settings.retrieval):
         check_collection(data_dir, embedder)
-        dense = open_dense(settings.retrieval, embedder.dim, defer=True)
+        dense = open_dense(settings.retrieval, embedder.dim, defer=True, embedder=embedder.name)
         try:
             keyword = open_keyword(settings.retrieval, defer=True)
             record_collection(data_dir, embedder)

@@ -38,17 +38,25 @@ def _now_or_later(
 
 
 def open_dense(
-    settings: RetrievalSettings, dim: int, *, create: bool = True, defer: bool = False
+    settings: RetrievalSettings,
+    dim: int,
+    *,
+    create: bool = True,
+    defer: bool = False,
+    embedder: str = "",
 ) -> DenseStore:
     """The dense store; with ``create=False`` a missing one is StoreMissing, never created.
 
     ``defer``: a production store that cannot be reached is opened in the background
-    (stores/deferred.py) instead of failing start-up."""
+    (stores/deferred.py) instead of failing start-up. ``embedder``: the name a Qdrant
+    collection must have been built by (recorded in it when it names none)."""
     if settings.dense_backend == "qdrant":
         from retrieval_svc.stores.qdrant_store import QdrantDenseStore
 
         def qdrant() -> DenseStore:
-            return QdrantDenseStore.from_settings(settings.qdrant, dim, create=create)
+            return QdrantDenseStore.from_settings(
+                settings.qdrant, dim, create=create, embedder=embedder
+            )
 
         return _now_or_later(DENSE, qdrant, DeferredDense, defer)
     from retrieval_svc.stores.edge import EdgeDenseStore

@@ -49,20 +49,34 @@ def _eq(key: str, value: str) -> models.FieldCondition:
     return models.FieldCondition(key=key, match=models.MatchValue(value=value))
 
 
+EMBEDDER_KEY = "candor_embedder"
+"""Collection metadata naming the embedder whose vectors it holds. Beside the embedded stores
+collection.json records it; a pod's data dir starts empty in Kubernetes, so there only the
+collection itself can say (another embedder of the same size was accepted silently, and in a
+rollout both wrote into one collection)."""
+
+
 class QdrantDenseStore:
     def __init__(
-        self, client: QdrantClient, collection: str, dim: int, *, create: bool = True
+        self,
+        client: QdrantClient,
+        collection: str,
+        dim: int,
+        *,
+        create: bool = True,
+        embedder: str = "",
     ) -> None:
         self._client = client
         self._collection = collection
         self._dim = dim
+        self._embedder = embedder
         if not create and not client.collection_exists(collection):
             raise StoreMissing(f"Qdrant collection {collection!r} does not exist")
         self._ensure_collection(create)
 
     @classmethod
     def from_settings(
-        cls, settings: QdrantSettings, dim: int, *, create: bool = True
+        cls, settings: QdrantSettings, dim: int, *, create: bool = True, embedder: str = ""
     ) -> QdrantDenseStore:
         """Build the client from settings; the API key file is read once, here."""
         api_key = settings.api_key
@@ -80,7 +94,7 @@ class QdrantDenseStore:
             timeout=max(1, math.ceil(settings.timeout_seconds)),
         )
         try:
-            return cls(client, settings.collection, dim, create=create)
+            return cls(client, settings.collection, dim, create=create, embedder=embedder)
         except BaseException:
             client.close()
             raise
@@ -96,6 +110,7 @@ class QdrantDenseStore:
                     vectors_config=models.VectorParams(
                         size=self._dim, distance=models.Distance.COSINE
                     ),
+                    metadata={EMBEDDER_KEY: self._embedder} if self._embedder else None,
                 )
             except Exception:
                 # Another replica may have created it first; anything else is a real error.
@@ -116,6 +131,7 @@ class QdrantDenseStore:
                 f"{self._dim} with Cosine distance; re-index into a new collection or configure "
                 "the original embedder"
             )
+        self._check_embedder(info, create)
         existing = info.payload_schema or {}
         missing = [field for field in _PAYLOAD_INDEXES if field not in existing]
         if missing and not create:
@@ -126,6 +142,31 @@ class QdrantDenseStore:
             return
         for field in missing:
             self._client.create_payload_index(name, field, field_schema=_PAYLOAD_INDEXES[field])
+
+    def _check_embedder(self, info: models.CollectionInfo, create: bool) -> None:
+        """Refuse a collection another embedder built; adopt one that names none."""
+        if not self._embedder:
+            return
+        recorded = (info.config.metadata or {}).get(EMBEDDER_KEY)
+        if recorded is None:
+            if create:
+                try:
+                    self._client.update_collection(
+                        self._collection, metadata={EMBEDDER_KEY: self._embedder}
+                    )
+                except Exception as exc:  # a server without collection metadata (< 1.16)
+                    log.warning(
+                        "cannot record the embedder in the Qdrant collection's metadata",
+                        extra={"collection": self._collection, "error": repr(exc)},
+                    )
+            return
+        if recorded != self._embedder:
+            raise CollectionMismatch(
+                f"Qdrant collection {self._collection!r} holds vectors of the embedder "
+                f"{recorded!r}, but the configured embedder is {self._embedder!r}: its vectors "
+                "would not compare; re-index into a new collection or configure the original "
+                "embedder"
+            )
 
     def upsert(self, chunks: Sequence[Chunk], vectors: npt.NDArray[np.float32]) -> None:
         points = [

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 from qdrant_client import QdrantClient
 
 from retrieval_svc.stores import qdrant_store
@@ -57,3 +58,27 @@ def test_a_read_only_open_creates_no_payload_index() -> None:
     assert client.indexes == []
     QdrantDenseStore(client, "candor-bare", DIM)
     assert set(client.indexes) == set(qdrant_store._PAYLOAD_INDEXES)
+
+
+def test_a_collection_remembers_its_embedder_and_refuses_another() -> None:
+    # A pod's data dir starts empty in Kubernetes: only the collection can say which embedder
+    # filled it. Another of the same size was accepted, and both wrote into one collection.
+    client = QdrantClient(":memory:")
+    QdrantDenseStore(client, "candor-kb", DIM, embedder="cohere-embed-v4.0/1024")
+    assert client.get_collection("candor-kb").config.metadata == {
+        qdrant_store.EMBEDDER_KEY: "cohere-embed-v4.0/1024"
+    }
+    QdrantDenseStore(client, "candor-kb", DIM, embedder="cohere-embed-v4.0/1024")  # reopens
+    with pytest.raises(qdrant_store.CollectionMismatch, match=r"cohere-embed-english-v3\.0"):
+        QdrantDenseStore(client, "candor-kb", DIM, embedder="cohere-embed-english-v3.0")
+
+
+def test_a_collection_that_names_no_embedder_is_adopted_but_not_by_a_read_only_open() -> None:
+    client = QdrantClient(":memory:")
+    QdrantDenseStore(client, "candor-old", DIM)  # built before collections named theirs
+    QdrantDenseStore(client, "candor-old", DIM, create=False, embedder="minilm")
+    assert not client.get_collection("candor-old").config.metadata
+    QdrantDenseStore(client, "candor-old", DIM, embedder="minilm")
+    assert client.get_collection("candor-old").config.metadata == {
+        qdrant_store.EMBEDDER_KEY: "minilm"
+    }
