@@ -172,6 +172,20 @@ ROWS: list[tuple[str, list[Panel]]] = [
                 "CandorAskLatencyBudgetBurn pages at 14.4x / 6x the budget rate.",
             ),
             Panel(
+                "Ask availability SLO: share failed on the server side",
+                [
+                    (f"candor:ask_availability_slo_errors:ratio_rate5m{{{NS}}}", "5m"),
+                    (f"candor:ask_availability_slo_errors:ratio_rate1h{{{NS}}}", "1h"),
+                    (f"candor:ask_availability_slo_errors:ratio_rate6h{{{NS}}}", "6h"),
+                    (f"candor:ask_availability_slo_errors:ratio_rate1d{{{NS}}}", "1d"),
+                ],
+                unit="percentunit",
+                width=12,
+                description="SLO: 99.5% of Ask calls end without UNKNOWN, INTERNAL, UNAVAILABLE, "
+                "DATA_LOSS or UNIMPLEMENTED (error budget 0.5%; a refusal is an answer). "
+                "CandorAskAvailabilityBudgetBurn pages at 14.4x / 6x the budget rate.",
+            ),
+            Panel(
                 "Evidence reader p50 / p99 and fallbacks",
                 [
                     (
