@@ -2,9 +2,12 @@
 
 The production twin of ``tantivy_store.TantivyKeywordStore``; same contract, same semantics:
 
-* ``search`` sums BM25 over the ``title`` and ``text`` fields (``multi_match`` of type
-  ``most_fields``, OR of the query terms), which is what tantivy's query parser builds over its
-  two default fields. The tenant is a ``bool.filter`` term clause, so it selects without scoring;
+* Text is analysed as tantivy's ``en_stem`` does (``ANALYSIS``), so both arms index the same
+  terms and their BM25 scores match (the gate's calibrated signals read them raw).
+* ``search`` sums BM25 over the ``title`` and ``text`` fields for each distinct query word
+  (``keyword_query.query_words``, shared with tantivy), which is what tantivy's query parser
+  builds over its two default fields: a word is one term, or a phrase when it analyses to
+  several. The tenant is a ``bool.filter`` term clause, so it selects without scoring;
   ``Hit.score`` is the raw ``_score``. The query string is never parsed as query syntax.
 * ``replace`` swaps a document's chunks; ``delete`` returns how many chunks went; ``inventory``
   lists every chunk of every tenant (``published`` is always true: the keyword arm has no staging).
@@ -16,6 +19,7 @@ index is created with a single shard: scores then do not depend on how documents
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -26,6 +30,7 @@ from opensearchpy.exceptions import RequestError
 
 from candor.settings import OpenSearchSettings
 from retrieval_svc.stores.base import Chunk, Hit, StoredChunk, StoreMissing
+from retrieval_svc.stores.keyword_query import MAX_TOKEN_BYTES, query_words
 
 if TYPE_CHECKING:
     from retrieval_svc.stores.base import KeywordStore
@@ -34,7 +39,80 @@ log = logging.getLogger(__name__)
 
 _KEYWORD_FIELDS = ("tenant", "document_id", "parent_id", "chunk_id", "generation", "uri")
 _TEXT_FIELDS = ("title", "text")
-_TEXT: dict[str, Any] = {"type": "text", "analyzer": "english"}
+ANALYZER = "candor_en_stem"
+# Where OpenSearch's parts differ from tantivy's by release (scripts/gen_opensearch_analysis.py):
+# code points only Rust's newer Unicode tables call alphanumeric, and the words Lucene's Snowball
+# English (Porter2) stems otherwise than rust-stemmers, with tantivy's stem.
+_BY_RELEASE: dict[str, Any] = json.loads(
+    Path(__file__).with_name("opensearch_analysis.json").read_text(encoding="utf-8")
+)
+_TOKEN_CHARS = r"\p{IsAlphabetic}\p{N}" + "".join(
+    rf"\x{{{first:X}}}-\x{{{last:X}}}" for first, last in _BY_RELEASE["alphanumeric_beyond_java"]
+)
+# A char no token holds (private use: neither letter nor number).
+_PAD = "\ue000"
+#: tantivy's ``en_stem``, rebuilt from OpenSearch's own parts (no plugin, no script), so that
+#: both arms index the same terms and score them alike. OpenSearch's ``english`` analyzer, used
+#: before, dropped stopwords ("to be or not to be" found nothing) and stemmed with Porter1.
+#:
+#: * SimpleTokenizer: a token is a run of chars Rust's ``char::is_alphanumeric`` accepts
+#:   (Unicode Alphabetic, marks among them, or a number);
+#: * RemoveLongFilter: drops a token of 40 UTF-8 bytes or more, before lowercasing. ``length``
+#:   counts UTF-16 units, so each char is padded to its UTF-8 size first (a pad after a 2-byte
+#:   char, two after a 3-byte one or a surrogate pair), measured, and unpadded;
+#: * LowerCaser: Rust lowercases U+0130 to "i" and a combining dot, Java to "i";
+#: * rust-stemmers' Snowball English (Porter2): Lucene's is another release; the words it stems
+#:   otherwise get tantivy's stem first (a ``stemmer_override`` marks them done);
+#: * no stopword removal.
+#:
+#: Left different: a word outside the override list's vocabulary that the two Porter2 releases
+#: stem apart, and letters of Unicode 14+ that a JVM too old to know them does not lowercase.
+ANALYSIS: dict[str, Any] = {
+    "tokenizer": {
+        "candor_alphanumeric_runs": {"type": "pattern", "pattern": f"[^{_TOKEN_CHARS}]+"}
+    },
+    "filter": {
+        "candor_pad_2_byte_chars": {
+            "type": "pattern_replace",
+            "pattern": r"[\x{80}-\x{7FF}]",
+            "replacement": "$0" + _PAD,
+        },
+        "candor_pad_3_and_4_byte_chars": {
+            "type": "pattern_replace",
+            "pattern": r"[^\x{0}-\x{7FF}" + _PAD + "]",
+            "replacement": "$0" + _PAD * 2,
+        },
+        "candor_under_40_bytes": {"type": "length", "max": MAX_TOKEN_BYTES - 1},
+        "candor_unpad": {"type": "pattern_replace", "pattern": _PAD, "replacement": ""},
+        "candor_dotted_capital_i": {
+            "type": "pattern_replace",
+            "pattern": "\u0130",
+            "replacement": "i\u0307",
+        },
+        "candor_tantivy_stems": {
+            "type": "stemmer_override",
+            "rules": [f"{word} => {stem}" for word, stem in _BY_RELEASE["stem_overrides"].items()],
+        },
+        "candor_english_stemmer": {"type": "snowball", "language": "English"},
+    },
+    "analyzer": {
+        ANALYZER: {
+            "type": "custom",
+            "tokenizer": "candor_alphanumeric_runs",
+            "filter": [
+                "candor_pad_2_byte_chars",
+                "candor_pad_3_and_4_byte_chars",
+                "candor_under_40_bytes",
+                "candor_unpad",
+                "candor_dotted_capital_i",
+                "lowercase",
+                "candor_tantivy_stems",
+                "candor_english_stemmer",
+            ],
+        }
+    },
+}
+_TEXT: dict[str, Any] = {"type": "text", "analyzer": ANALYZER}
 MAPPING: dict[str, Any] = {
     # A typo'd field must fail the write, not silently grow the mapping.
     "dynamic": "strict",
@@ -46,7 +124,7 @@ MAPPING: dict[str, Any] = {
     },
 }
 # One shard: BM25 statistics are per shard, and one shard makes them index-wide (as in tantivy).
-INDEX_SETTINGS: dict[str, Any] = {"index": {"number_of_shards": 1}}
+INDEX_SETTINGS: dict[str, Any] = {"index": {"number_of_shards": 1, "analysis": ANALYSIS}}
 
 _SOURCE_FIELDS = [*_KEYWORD_FIELDS, *_TEXT_FIELDS, "source_kind"]
 _INVENTORY_FIELDS = ["tenant", "document_id", "chunk_id", "generation", "published"]
@@ -106,6 +184,34 @@ def mapping_differences(properties: Mapping[str, Any]) -> list[str]:
         expected, found = _describe(want), _describe(properties.get(name))
         if expected != found:
             out.append(f"{name}: expected {expected}, found {found}")
+    return out
+
+
+def _as_setting(value: Any) -> Any:
+    """``value`` as OpenSearch returns settings: every scalar a string."""
+    if isinstance(value, Mapping):
+        return {k: _as_setting(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_as_setting(v) for v in value]
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def analysis_differences(index_settings: Mapping[str, Any]) -> list[str]:
+    """What the index's ``analysis`` settings get wrong about ``ANALYZER`` and its parts."""
+    found = index_settings.get("analysis", {})
+    if ANALYZER not in found.get("analyzer", {}):
+        return [f"analysis: no analyzer {ANALYZER}"]
+    out = []
+    for kind in ("analyzer", "tokenizer", "filter"):
+        for name, want in ANALYSIS[kind].items():
+            have = found.get(kind, {}).get(name)
+            if have is None:
+                out.append(f"analysis {kind} {name}: missing")
+                continue
+            want, have = _as_setting(want), _as_setting(have)
+            keys = sorted(k for k in want.keys() | have.keys() if want.get(k) != have.get(k))
+            if keys:
+                out.append(f"analysis {kind} {name}: {', '.join(keys)} not candor's")
     return out
 
 
@@ -196,22 +302,26 @@ class OpenSearchKeywordStore:
                 # Another replica of the service created it first: check it like any other.
                 if exc.error != "resource_already_exists_exception":
                     raise
-        self._check_mapping()
+        self._check_index()
 
-    def _check_mapping(self) -> None:
+    def _check_index(self) -> None:
         # The name may be an alias over several concrete indices: every one must fit.
-        found = cast(dict[str, Any], self._client.indices.get_mapping(index=self._index))
+        found = cast(dict[str, Any], self._client.indices.get(index=self._index))
         problems = []
         for concrete, body in sorted(found.items()):
             properties = body.get("mappings", {}).get("properties", {})
-            for difference in mapping_differences(properties):
-                where = "" if concrete == self._index else f"[{concrete}] "
+            settings = body.get("settings", {}).get("index", {})
+            where = "" if concrete == self._index else f"[{concrete}] "
+            for difference in [*mapping_differences(properties), *analysis_differences(settings)]:
                 problems.append(where + difference)
         if problems:
+            # An index made before the analyzer matched tantivy's (analyzer=english) lands here.
             raise OpenSearchMappingError(
-                f"OpenSearch index {self._index!r} exists with a mapping the keyword arm cannot "
-                f"use: {'; '.join(problems)}. Reindex into an index created by candor, or point "
-                "opensearch.index at a new name."
+                f"OpenSearch index {self._index!r} exists with a mapping or analysis the keyword "
+                f"arm cannot use: {'; '.join(problems)}. Its chunks must be indexed again, into an "
+                "index candor creates: see docs/operations.md, 'Reindex the OpenSearch index' "
+                "(create it under a new name, copy the chunks with _reindex, point "
+                "opensearch.index or an alias at it)."
             )
 
     def replace(self, tenant: str, document_id: str, chunks: Sequence[Chunk]) -> None:
@@ -301,23 +411,22 @@ class OpenSearchKeywordStore:
         return int(response.get("deleted", 0))
 
     def search(self, tenant: str, query: str, limit: int) -> list[Hit]:
-        if limit <= 0 or not query.strip():
+        words = query_words(query)
+        if limit <= 0 or not words:
             return []
+        # What tantivy's parser builds: per distinct word and field, its term, or a phrase when
+        # the word analyses to several tokens ("nai\u0308ve" is "nai ve"); the scores add up. One
+        # multi_match over the whole query instead counted a repeated word once per copy.
         body = {
             "size": limit,
             "track_total_hits": False,
             "_source": _SOURCE_FIELDS,
             "query": {
                 "bool": {
-                    "must": [
-                        {
-                            "multi_match": {
-                                "query": query,
-                                "fields": list(_TEXT_FIELDS),
-                                "type": "most_fields",
-                            }
-                        }
+                    "should": [
+                        {"match_phrase": {field: word}} for word in words for field in _TEXT_FIELDS
                     ],
+                    "minimum_should_match": 1,
                     "filter": [{"term": {"tenant": tenant}}],
                 }
             },

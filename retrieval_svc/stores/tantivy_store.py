@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import errno
 import logging
-import re
 import threading
-import unicodedata
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -15,27 +13,11 @@ import tantivy
 from retrieval_svc.stores import data_dir
 from retrieval_svc.stores.base import Chunk, Hit, StoredChunk
 from retrieval_svc.stores.data_dir import check_free_space
+from retrieval_svc.stores.keyword_query import query_words
 
 log = logging.getLogger("candor.retrieval")
 #: What tantivy says once a worker thread died (of an I/O error, most likely).
 DEAD_WRITER = "index writer was killed"
-
-
-def _query_text(query: str) -> str:
-    """Letters, digits and combining marks; anything else is query syntax or space to blank.
-
-    Marks are part of their word: Devanagari's vowel signs, Arabic's harakat, Thai's tone marks
-    ("दुनिया" read as "द न य" found nothing)."""
-    # Every kind of space becomes " ": tantivy's parser ends a word at a no-break or
-    # ideographic space but only skips ASCII ones between terms, and raised on the rest.
-    return "".join(c if c.isalnum() or unicodedata.category(c)[0] == "M" else " " for c in query)
-
-
-#: tantivy's en_stem analyser removes longer tokens (RemoveLongFilter) at index and query time.
-MAX_TOKEN_BYTES = 40
-
-# Query-parser keywords would change the query's meaning if a user typed them.
-_OPERATORS = re.compile(r"\b(AND|OR|NOT|IN|TO)\b")
 
 
 def _sole_tenant(searcher: tantivy.Searcher, tenant: str) -> bool:
@@ -172,14 +154,7 @@ class TantivyKeywordStore:
         return n
 
     def search(self, tenant: str, query: str, limit: int) -> list[Hit]:
-        # The index drops tokens over MAX_TOKEN_BYTES, so such a word can match nothing, and a
-        # query of two or more of them made the parser raise ("Only excluding terms given"):
-        # the arm failed on a long Chinese clause or two hashes, ordinary input.
-        words = [
-            w
-            for w in _OPERATORS.sub(" ", _query_text(query)).split()
-            if len(w.encode()) <= MAX_TOKEN_BYTES
-        ]
+        words = query_words(query)
         if not words or limit <= 0:
             return []
         matched = self._index.parse_query(" ".join(words), ["title", "text"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -105,13 +106,14 @@ def test_creates_the_index_with_the_explicit_mapping(
     props = body["properties"]
     assert body["dynamic"] == "strict"
     for name in ("title", "text"):
-        assert props[name] == {"type": "text", "analyzer": "english"}
+        assert props[name] == {"type": "text", "analyzer": "candor_en_stem"}
     for name in ("tenant", "document_id", "parent_id", "chunk_id", "generation", "uri"):
         assert props[name] == {"type": "keyword"}
     assert props["source_kind"] == {"type": "integer"}
     assert props["published"] == {"type": "boolean"}
     settings = client.indices.get_settings(index=index_name)[index_name]["settings"]["index"]
     assert settings["number_of_shards"] == "1"
+    assert opensearch_store.analysis_differences(settings) == []
 
 
 def test_reopening_an_index_it_created_is_fine(make_store: StoreFactory) -> None:
@@ -127,14 +129,15 @@ def test_an_incompatible_existing_mapping_is_refused_naming_the_fields(
     client.indices.create(
         index=index_name,
         body={
+            "settings": opensearch_store.INDEX_SETTINGS,
             "mappings": {
                 "properties": {
                     "tenant": {"type": "text"},  # analysed: "Acme" would match "acme corp"
                     "title": {"type": "text"},  # standard analyzer: no stemming
-                    "text": {"type": "text", "analyzer": "english"},
+                    "text": {"type": "text", "analyzer": "candor_en_stem"},
                     "source_kind": {"type": "keyword"},
                 }
-            }
+            },
         },
     )
     with pytest.raises(OpenSearchMappingError) as err:
@@ -142,10 +145,50 @@ def test_an_incompatible_existing_mapping_is_refused_naming_the_fields(
     message = str(err.value)
     assert index_name in message
     assert "tenant: expected keyword, found text (analyzer=standard)" in message
-    assert "title: expected text (analyzer=english), found text (analyzer=standard)" in message
+    assert (
+        "title: expected text (analyzer=candor_en_stem), found text (analyzer=standard)" in message
+    )
     assert "source_kind: expected integer, found keyword" in message
     assert "document_id: expected keyword, found missing" in message
     assert "text:" not in message.replace("found text", "")
+
+
+def test_an_index_made_with_the_english_analyzer_is_refused_saying_to_reindex(
+    make_store: StoreFactory, client: OpenSearch, index_name: str
+) -> None:
+    # What candor created before its analysis matched tantivy's en_stem.
+    mapping = copy.deepcopy(opensearch_store.MAPPING)
+    for name in ("title", "text"):
+        mapping["properties"][name] = {"type": "text", "analyzer": "english"}
+    client.indices.create(
+        index=index_name,
+        body={"settings": {"index": {"number_of_shards": 1}}, "mappings": mapping},
+    )
+    with pytest.raises(OpenSearchMappingError) as err:
+        make_store()
+    message = str(err.value)
+    assert (
+        "title: expected text (analyzer=candor_en_stem), found text (analyzer=english)" in message
+    )
+    assert "text: expected text (analyzer=candor_en_stem), found text (analyzer=english)" in message
+    assert "indexed again" in message and "Reindex the OpenSearch index" in message
+
+
+def test_an_analyzer_of_candors_name_built_otherwise_is_refused(
+    make_store: StoreFactory, client: OpenSearch, index_name: str
+) -> None:
+    settings = copy.deepcopy(opensearch_store.INDEX_SETTINGS)
+    analysis = settings["index"]["analysis"]
+    analysis["filter"]["candor_under_40_bytes"]["max"] = 255
+    analysis["analyzer"]["candor_en_stem"]["filter"].append("stop")
+    client.indices.create(
+        index=index_name, body={"settings": settings, "mappings": opensearch_store.MAPPING}
+    )
+    with pytest.raises(OpenSearchMappingError) as err:
+        make_store()
+    message = str(err.value)
+    assert "analysis filter candor_under_40_bytes: max not candor's" in message
+    assert "analysis analyzer candor_en_stem: filter not candor's" in message
 
 
 def test_an_index_with_the_right_fields_but_other_settings_is_used_with_a_warning(
@@ -157,7 +200,10 @@ def test_an_index_with_the_right_fields_but_other_settings_is_used_with_a_warnin
     mapping = {"properties": opensearch_store.MAPPING["properties"]}  # dynamic left at true
     client.indices.create(
         index=index_name,
-        body={"settings": {"index": {"number_of_shards": 3}}, "mappings": mapping},
+        body={
+            "settings": {"index": {"number_of_shards": 3, "analysis": opensearch_store.ANALYSIS}},
+            "mappings": mapping,
+        },
     )
     store = make_store()
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
@@ -200,7 +246,7 @@ def test_query_text_is_never_parsed_as_query_syntax(store: OpenSearchKeywordStor
         store.search("t1", query, 5)  # no parse error
     assert store.search("t1", '"refund" AND', 5)[0].chunk.document_id == "refunds"
     assert store.search("t1", "   ", 5) == []
-    assert store.search("t1", "the and of", 5) == []  # english stopwords only
+    assert store.search("t1", "?! AND OR", 5) == []  # no word left to search for
     assert store.search("t1", "refund", 0) == []
 
 
