@@ -15,6 +15,12 @@ import unicodedata
 #: keeps ``len < 40``), at index and query time; OpenSearch's analyzer does the same.
 MAX_TOKEN_BYTES = 40
 
+#: The distinct words a query searches for, at most. OpenSearch asks for each word in two fields,
+#: and Lucene refuses a query of over 1024 clauses (``indices.query.bool.max_clause_count``):
+#: 2,000 characters hold up to 1,000 distinct words ("a b c ..."), and ~550 made the arm fail.
+#: tantivy takes the same words, so that both still score alike.
+MAX_QUERY_WORDS = 500
+
 # Query-parser keywords would change the query's meaning if a user typed them.
 _OPERATORS = re.compile(r"\b(AND|OR|NOT|IN|TO)\b")
 
@@ -38,10 +44,11 @@ def query_words(query: str) -> list[str]:
       is a word of marks alone (no letter or digit: no token either).
     * A repeated word counts once: tantivy's parser keeps one copy of a word it is given twice
       (case-sensitively: "Refund refund" is two words), so OpenSearch must be asked for it once.
+    * The first ``MAX_QUERY_WORDS`` are kept.
     """
     words = [
         w
         for w in _OPERATORS.sub(" ", query_text(query)).split()
         if len(w.encode()) < MAX_TOKEN_BYTES and any(c.isalnum() for c in w)
     ]
-    return list(dict.fromkeys(words))
+    return list(dict.fromkeys(words))[:MAX_QUERY_WORDS]

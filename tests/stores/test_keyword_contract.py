@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import string
+
 import pytest
 
 from retrieval_svc.stores.base import Hit, KeywordStore, StoredChunk
@@ -99,6 +102,23 @@ def test_queries_with_no_terms_or_syntax_do_not_raise(
     hits = keyword_store.search("t", query, limit=5)
 
     assert all(h.chunk.tenant == "t" for h in hits)
+
+
+@pytest.mark.parametrize(
+    "rest",
+    [
+        " ".join(chr(0x4E00 + i) for i in range(1000)),  # 1,000 distinct one-character words
+        " ".join(a + b for a, b in itertools.product(string.ascii_lowercase, repeat=2)),
+    ],
+)
+def test_a_query_of_many_distinct_words_is_searched(keyword_store: KeywordStore, rest: str) -> None:
+    # Within max_query_chars (2,000); ~550 distinct words exceeded OpenSearch's 1,024 clauses.
+    _write(keyword_store, "t", DOCS)
+    query = ("parcel " + rest)[:2000]
+
+    hits = keyword_store.search("t", query, limit=5)
+
+    assert {"labels", "tracking"} <= set(_docs(hits))  # the two parcel chunks
 
 
 def test_a_word_too_long_to_index_leaves_the_others_searched(keyword_store: KeywordStore) -> None:
