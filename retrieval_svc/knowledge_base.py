@@ -24,7 +24,15 @@ from retrieval_svc.embed.batcher import QueryBatcher
 from retrieval_svc.fusion import RRF_K
 from retrieval_svc.hypothetical import with_questions
 from retrieval_svc.ingest import SourceDocument, child_id, chunk_document, embedding_text
-from retrieval_svc.stores.base import DENSE, KEYWORD, Chunk, DenseStore, Hit, KeywordStore
+from retrieval_svc.stores.base import (
+    DENSE,
+    KEYWORD,
+    Chunk,
+    DenseStore,
+    Hit,
+    KeywordStore,
+    StoreReadOnly,
+)
 from retrieval_svc.stores.data_dir import DataDirError, LowDiskSpace
 
 log = logging.getLogger("candor.retrieval")
@@ -152,11 +160,11 @@ _OS_ERROR = re.compile(r"os error (\d+)|Os \{ code: (\d+)")
 
 def environment_failure(exc: BaseException) -> bool:
     """Whether a store write failed for a reason no document causes (a full or read-only
-    disk, an I/O error, a dead index writer): retrying, alone or document by document, only
-    repeats it."""
+    disk, an I/O error, a dead index writer, an index blocked for writes): retrying, alone or
+    document by document, only repeats it."""
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, LowDiskSpace):
+        if isinstance(seen, LowDiskSpace | StoreReadOnly):
             return True
         if isinstance(seen, OSError) and seen.errno in _ENVIRONMENT_ERRNOS:
             return True

@@ -20,6 +20,12 @@ class StoreMissing(RuntimeError):
     """A store opened only to be read (``create=False``: candor verify) does not exist."""
 
 
+class StoreReadOnly(RuntimeError):
+    """The store refuses every write for a reason no document causes (an OpenSearch index
+    blocked at the disk flood stage, or by hand): retrying, alone or document by document,
+    only repeats it."""
+
+
 @dataclass(frozen=True)
 class Chunk:
     """One indexed unit of the knowledge base."""

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from opensearchpy import OpenSearch, helpers
-from opensearchpy.exceptions import RequestError
+from opensearchpy.exceptions import RequestError, TransportError
 
 from candor.settings import OpenSearchSettings
-from retrieval_svc.stores.base import Chunk, Hit, StoredChunk, StoreMissing
+from retrieval_svc.stores.base import Chunk, Hit, StoredChunk, StoreMissing, StoreReadOnly
 from retrieval_svc.stores.keyword_query import MAX_TOKEN_BYTES, query_words
 
 if TYPE_CHECKING:
@@ -142,6 +142,29 @@ class OpenSearchMappingError(RuntimeError):
 
 class OpenSearchWriteError(RuntimeError):
     """OpenSearch rejected some of the chunks of a write."""
+
+
+class OpenSearchBlocked(OpenSearchWriteError, StoreReadOnly):
+    """The index or cluster is blocked for writes (``cluster_block_exception``)."""
+
+
+_BLOCKED = "cluster_block_exception"
+_BLOCKED_HINT = (
+    "the OpenSearch index is blocked for writes (at the disk flood-stage watermark OpenSearch "
+    "sets index.blocks.read_only_allow_delete, and lifts it once disk use falls below the high "
+    "watermark: free disk on the cluster; or a block was set by hand); retry once it is lifted"
+)
+
+
+def _raise_if_blocked(exc: TransportError) -> None:
+    """Raise ``OpenSearchBlocked`` from a request error that is a write block: the request's
+    own (a cluster-wide block), or a delete-by-query's failures (an index blocked for writes
+    and deletes: ``index.blocks.write`` / ``read_only``)."""
+    info = exc.info if isinstance(exc.info, dict) else {}
+    causes = [info.get("error")] + [f.get("cause") for f in info.get("failures") or []]
+    for cause in causes:
+        if isinstance(cause, dict) and cause.get("type") == _BLOCKED:
+            raise OpenSearchBlocked(f"{_BLOCKED_HINT}: {cause.get('reason', cause)}") from exc
 
 
 def chunk_doc_id(tenant: str, chunk_id: str) -> str:
@@ -355,6 +378,13 @@ class OpenSearchKeywordStore:
             latest[(tenant, document_id)] = chunks  # a repeated document: the last one wins
         if not latest:
             return
+        try:
+            self._replace(latest)
+        except TransportError as exc:
+            _raise_if_blocked(exc)
+            raise
+
+    def _replace(self, latest: Mapping[tuple[str, str], Sequence[Chunk]]) -> None:
         new = [c for chunks in latest.values() for c in chunks]
         ids = [chunk_doc_id(c.tenant, c.chunk_id) for c in new]
         for start in range(0, len(new), _BULK_BATCH):
@@ -393,21 +423,32 @@ class OpenSearchKeywordStore:
                 item["index"] for item in response["items"] if "error" in item.get("index", {})
             ]
             first = failed[0]["error"] if failed else "unknown error"
+            blocked = [f["error"] for f in failed if f["error"].get("type") == _BLOCKED]
+            if blocked:
+                # Every chunk would meet the same block: no document of the write is the cause.
+                raise OpenSearchBlocked(
+                    f"{_BLOCKED_HINT}: {blocked[0].get('reason', blocked[0])} "
+                    f"({len(failed)} of {len(chunks)} chunks rejected)"
+                )
             raise OpenSearchWriteError(
                 f"OpenSearch rejected {len(failed)} of {len(chunks)} chunks; first: {first}"
             )
 
     def delete(self, tenant: str, document_id: str) -> int:
-        response = cast(
-            dict[str, Any],
-            self._client.delete_by_query(
-                index=self._index,
-                body={"query": {"bool": {"filter": _document_filter(tenant, document_id)}}},
-                conflicts="proceed",
-                refresh=True,
-                request_timeout=self._write_timeout,
-            ),
-        )
+        try:
+            response = cast(
+                dict[str, Any],
+                self._client.delete_by_query(
+                    index=self._index,
+                    body={"query": {"bool": {"filter": _document_filter(tenant, document_id)}}},
+                    conflicts="proceed",
+                    refresh=True,
+                    request_timeout=self._write_timeout,
+                ),
+            )
+        except TransportError as exc:
+            _raise_if_blocked(exc)
+            raise
         return int(response.get("deleted", 0))
 
     def search(self, tenant: str, query: str, limit: int) -> list[Hit]:

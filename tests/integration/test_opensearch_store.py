@@ -5,22 +5,30 @@ from __future__ import annotations
 import copy
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace as dc_replace
 from pathlib import Path
+from unittest import mock
 
+import numpy as np
+import numpy.typing as npt
 import pytest
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
+from qdrant_client import QdrantClient
 
 from candor.settings import OpenSearchSettings
+from retrieval_svc.ingest import SourceDocument
+from retrieval_svc.knowledge_base import KnowledgeBase, environment_failure
 from retrieval_svc.stores import opensearch_store
 from retrieval_svc.stores.base import Chunk, KeywordStore, StoredChunk, StoreMissing
 from retrieval_svc.stores.opensearch_store import (
+    OpenSearchBlocked,
     OpenSearchKeywordStore,
     OpenSearchMappingError,
     chunk_doc_id,
 )
+from retrieval_svc.stores.qdrant_store import QdrantDenseStore
 from tests.opensearch_node_fixture import OpenSearchNode
 
 # The first test also pays for the session node: start-up (~8 s) and, on a machine whose Maven
@@ -421,6 +429,57 @@ def test_replace_refuses_chunks_of_another_document(store: OpenSearchKeywordStor
     with pytest.raises(ValueError, match="belongs to"):
         store.replace("t1", "refunds", [chunk("t2", "refunds", 0, REFUNDS)])
     assert store.inventory() == []
+
+
+class _OnesEmbedder:
+    name, dim = "test/ones-8", 8
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return np.full((len(texts), 8), 8**-0.5, dtype=np.float32)
+
+
+def test_an_index_blocked_at_the_flood_stage_fails_a_batch_at_once_with_the_cause(
+    store: OpenSearchKeywordStore, client: OpenSearch, index_name: str
+) -> None:
+    kb = KnowledgeBase(_OnesEmbedder(), QdrantDenseStore(QdrantClient(":memory:"), "c", 8), store)
+    bulk = mock.patch.object(store, "_bulk_index", wraps=store._bulk_index)
+    client.indices.put_settings(
+        index=index_name, body={"index.blocks.read_only_allow_delete": True}
+    )
+    try:
+        with pytest.raises(OpenSearchBlocked, match="flood-stage watermark"):
+            store.replace("t1", "refunds", [chunk("t1", "refunds", 0, REFUNDS)])
+        docs = [SourceDocument("t1", f"d{i}", "T", f"Refund policy {i}.", 1) for i in range(40)]
+        with bulk as calls:
+            results = kb.upsert(docs)
+    finally:
+        client.indices.put_settings(
+            index=index_name, body={"index.blocks.read_only_allow_delete": None}
+        )
+    # Each document alone would meet the same block (40 documents took 404 bulk requests).
+    assert calls.call_count == 1
+    assert {r.outcome for r in results} == {"failed"}
+    assert all(
+        r.error.startswith("OpenSearchBlocked: the OpenSearch index is blocked") for r in results
+    )
+
+
+def test_an_index_blocked_for_deletes_too_says_so(
+    store: OpenSearchKeywordStore, client: OpenSearch, index_name: str
+) -> None:
+    store.replace("t1", "refunds", [chunk("t1", "refunds", 0, REFUNDS)])
+    client.indices.put_settings(index=index_name, body={"index.blocks.write": True})
+    try:
+        for write in (
+            lambda: store.delete("t1", "refunds"),
+            lambda: store.replace("t1", "refunds", []),
+        ):
+            with pytest.raises(OpenSearchBlocked) as err:
+                write()
+            assert environment_failure(err.value)
+            assert "FORBIDDEN/8/index write" in str(err.value)
+    finally:
+        client.indices.put_settings(index=index_name, body={"index.blocks.write": None})
 
 
 def test_delete_returns_how_many_chunks_went(store: OpenSearchKeywordStore) -> None:

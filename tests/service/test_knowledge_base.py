@@ -25,7 +25,7 @@ from retrieval_svc.knowledge_base import (
 )
 from retrieval_svc.service import no_arm_answered
 from retrieval_svc.stores import data_dir
-from retrieval_svc.stores.base import Hit
+from retrieval_svc.stores.base import Hit, StoreReadOnly
 from retrieval_svc.stores.data_dir import MIB
 from retrieval_svc.stores.edge import EdgeDenseStore
 from retrieval_svc.stores.tantivy_store import TantivyKeywordStore
@@ -241,6 +241,7 @@ def test_a_disk_too_full_for_a_write_fails_it_naming_the_directory(
         ),
         OSError(errno.EROFS, "Read-only file system"),
         OSError(errno.EIO, "the keyword index writer in /d died of an I/O error (0 bytes free)"),
+        StoreReadOnly("the OpenSearch index is blocked for writes"),
     ],
 )
 def test_a_failure_no_document_causes_fails_the_batch_at_once_with_its_cause(
