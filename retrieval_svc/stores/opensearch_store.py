@@ -144,6 +144,10 @@ class OpenSearchWriteError(RuntimeError):
     """OpenSearch rejected some of the chunks of a write."""
 
 
+class OpenSearchReadError(RuntimeError):
+    """OpenSearch could not read some of the chunks asked for (not: did not find them)."""
+
+
 class OpenSearchBlocked(OpenSearchWriteError, StoreReadOnly):
     """The index or cluster is blocked for writes (``cluster_block_exception``)."""
 
@@ -328,8 +332,18 @@ class OpenSearchKeywordStore:
         self._check_index()
 
     def _check_index(self) -> None:
-        # The name may be an alias over several concrete indices: every one must fit.
         found = cast(dict[str, Any], self._client.indices.get(index=self._index))
+        if len(found) > 1:
+            # Each index would count its own BM25 statistics, a write would go to one (or, with
+            # no write index, fail) and get() by id could not say which copy it means: mget
+            # answered "not found" for every chunk, and a failed write's clean-up then discarded
+            # staged dense chunks the keyword store held.
+            raise OpenSearchMappingError(
+                f"opensearch.index {self._index!r} names {len(found)} indices "
+                f"({', '.join(sorted(found))}): the keyword arm needs exactly one. Point the "
+                "alias at one index (move it from the old index to the new one in a single "
+                "_aliases request), or opensearch.index at the index itself."
+            )
         problems = []
         for concrete, body in sorted(found.items()):
             properties = body.get("mappings", {}).get("properties", {})
@@ -490,6 +504,14 @@ class OpenSearchKeywordStore:
                 _source_includes=",".join(_SOURCE_FIELDS),
             ),
         )
+        # An item that could not be read is no "not found": callers act on absence (a failed
+        # write's clean-up discards the staged dense chunks of a document not found here).
+        failed = [d for d in response["docs"] if "error" in d]
+        if failed:
+            raise OpenSearchReadError(
+                f"OpenSearch could not read {len(failed)} of {len(ids)} chunks from "
+                f"{self._index!r}; first: {failed[0]['error']}"
+            )
         # The _id already hashes the tenant; the check keeps isolation explicit.
         return [
             _chunk(d["_source"])

@@ -26,6 +26,7 @@ from retrieval_svc.stores.opensearch_store import (
     OpenSearchBlocked,
     OpenSearchKeywordStore,
     OpenSearchMappingError,
+    OpenSearchReadError,
     chunk_doc_id,
 )
 from retrieval_svc.stores.qdrant_store import QdrantDenseStore
@@ -197,6 +198,67 @@ def test_an_analyzer_of_candors_name_built_otherwise_is_refused(
     message = str(err.value)
     assert "analysis filter candor_under_40_bytes: max not candor's" in message
     assert "analysis analyzer candor_en_stem: filter not candor's" in message
+
+
+def _index_with_alias(client: OpenSearch, alias: str, *indices: str) -> None:
+    for name in indices:
+        client.indices.create(
+            index=name,
+            body={
+                "settings": opensearch_store.INDEX_SETTINGS,
+                "mappings": opensearch_store.MAPPING,
+            },
+        )
+    client.indices.put_alias(index=",".join(indices), name=alias)
+
+
+def test_an_alias_over_one_index_is_used(
+    make_store: StoreFactory, client: OpenSearch, index_name: str
+) -> None:
+    _index_with_alias(client, index_name, f"{index_name}-blue")
+    try:
+        store = make_store()
+        store.replace("t1", "refunds", [chunk("t1", "refunds", 0, REFUNDS)])
+        assert [c.chunk_id for c in store.get("t1", ["refunds#p0c0"])] == ["refunds#p0c0"]
+        assert [h.chunk.document_id for h in store.search("t1", "refund", 5)] == ["refunds"]
+    finally:
+        client.indices.delete(index=f"{index_name}-blue")
+
+
+def test_an_alias_over_two_indices_is_refused_naming_them(
+    make_store: StoreFactory, client: OpenSearch, index_name: str
+) -> None:
+    # A blue/green switch left half done: writes would go to one index (or fail without a write
+    # index), scores would mix two sets of BM25 statistics, and get() found nothing.
+    _index_with_alias(client, index_name, f"{index_name}-blue", f"{index_name}-green")
+    try:
+        with pytest.raises(OpenSearchMappingError) as err:
+            make_store()
+        assert f"names 2 indices ({index_name}-blue, {index_name}-green)" in str(err.value)
+    finally:
+        client.indices.delete(index=f"{index_name}-blue,{index_name}-green")
+
+
+def test_get_raises_on_a_chunk_it_cannot_read_instead_of_calling_it_missing(
+    make_store: StoreFactory, client: OpenSearch, index_name: str
+) -> None:
+    _index_with_alias(client, index_name, f"{index_name}-blue")
+    try:
+        store = make_store()
+        store.replace("t1", "refunds", [chunk("t1", "refunds", 0, REFUNDS)])
+        # The alias widened behind the running store's back: mget answers each id with an error.
+        client.indices.create(
+            index=f"{index_name}-green",
+            body={
+                "settings": opensearch_store.INDEX_SETTINGS,
+                "mappings": opensearch_store.MAPPING,
+            },
+        )
+        client.indices.put_alias(index=f"{index_name}-green", name=index_name)
+        with pytest.raises(OpenSearchReadError, match="could not read 1 of 1 chunks"):
+            store.get("t1", ["refunds#p0c0"])
+    finally:
+        client.indices.delete(index=f"{index_name}-blue,{index_name}-green")
 
 
 def test_an_index_with_the_right_fields_but_other_settings_is_used_with_a_warning(
