@@ -197,6 +197,17 @@ def _describe(field: Mapping[str, Any] | None) -> str:
         search_analyzer = str(field.get("search_analyzer", analyzer))
         if search_analyzer != analyzer:
             parts.append(f"search_analyzer={search_analyzer}")
+        # A phrase (a query word of several tokens) is analysed with this one.
+        quote_analyzer = str(field.get("search_quote_analyzer", search_analyzer))
+        if quote_analyzer != search_analyzer:
+            parts.append(f"search_quote_analyzer={quote_analyzer}")
+        # What scores it: BM25 over term frequencies and field lengths, phrases by position.
+        if str(field.get("similarity", "BM25")) != "BM25":
+            parts.append(f"similarity={field['similarity']}")
+        if field.get("norms") in (False, "false"):
+            parts.append("norms=false")
+        if str(field.get("index_options", "positions")) in ("docs", "freqs"):
+            parts.append(f"index_options={field['index_options']}")
     if field.get("normalizer") is not None:
         parts.append(f"normalizer={field['normalizer']}")
     if field.get("index") in (False, "false"):
@@ -240,6 +251,27 @@ def analysis_differences(index_settings: Mapping[str, Any]) -> list[str]:
             if keys:
                 out.append(f"analysis {kind} {name}: {', '.join(keys)} not candor's")
     return out
+
+
+#: tantivy's BM25 parameters; a field with no similarity of its own scores with the index's
+#: ``similarity.default`` when the index defines one.
+_BM25: dict[str, Any] = {"type": "BM25", "k1": 1.2, "b": 0.75}
+
+
+def similarity_differences(index_settings: Mapping[str, Any]) -> list[str]:
+    """What the index's default similarity gets wrong (the built-in BM25 when it has none)."""
+    default = index_settings.get("similarity", {}).get("default")
+    if default is None:
+        return []
+    found = {k: default.get(k, want) for k, want in _BM25.items()}
+    same = str(found["type"]) == _BM25["type"] and all(
+        float(found[k]) == float(_BM25[k]) for k in ("k1", "b")
+    )
+    if same:
+        return []
+    expected = ", ".join(f"{k}={v}" for k, v in _BM25.items())
+    described = ", ".join(f"{k}={v}" for k, v in sorted(default.items()))
+    return [f"similarity.default: expected {expected}, found {described}"]
 
 
 def _chunk_source(c: Chunk) -> dict[str, Any]:
@@ -349,16 +381,20 @@ class OpenSearchKeywordStore:
             properties = body.get("mappings", {}).get("properties", {})
             settings = body.get("settings", {}).get("index", {})
             where = "" if concrete == self._index else f"[{concrete}] "
-            for difference in [*mapping_differences(properties), *analysis_differences(settings)]:
-                problems.append(where + difference)
+            differences = [
+                *mapping_differences(properties),
+                *analysis_differences(settings),
+                *similarity_differences(settings),
+            ]
+            problems += [where + difference for difference in differences]
         if problems:
             # An index made before the analyzer matched tantivy's (analyzer=english) lands here.
             raise OpenSearchMappingError(
-                f"OpenSearch index {self._index!r} exists with a mapping or analysis the keyword "
-                f"arm cannot use: {'; '.join(problems)}. Its chunks must be indexed again, into an "
-                "index candor creates: see docs/operations.md, 'Reindex the OpenSearch index' "
-                "(create it under a new name, copy the chunks with _reindex, point "
-                "opensearch.index or an alias at it)."
+                f"OpenSearch index {self._index!r} exists with a mapping, analysis or similarity "
+                f"the keyword arm cannot use: {'; '.join(problems)}. Its chunks must be indexed "
+                "again, into an index candor creates: see docs/operations.md, 'Reindex the "
+                "OpenSearch index' (create it under a new name, copy the chunks with _reindex, "
+                "point opensearch.index or an alias at it)."
             )
 
     def replace(self, tenant: str, document_id: str, chunks: Sequence[Chunk]) -> None:

@@ -261,6 +261,52 @@ def test_get_raises_on_a_chunk_it_cannot_read_instead_of_calling_it_missing(
         client.indices.delete(index=f"{index_name}-blue,{index_name}-green")
 
 
+@pytest.mark.parametrize(
+    ("field", "index", "found"),
+    [
+        ({"similarity": "boolean"}, {}, "found text (analyzer=candor_en_stem, similarity=boolean)"),
+        (
+            {"norms": False, "index_options": "docs"},
+            {},
+            "found text (analyzer=candor_en_stem, norms=false, index_options=docs)",
+        ),
+        (
+            {"index_options": "freqs"},
+            {},
+            "found text (analyzer=candor_en_stem, index_options=freqs)",
+        ),
+        (
+            {},
+            {"similarity": {"default": {"type": "boolean"}}},
+            "similarity.default: expected type=BM25, k1=1.2, b=0.75, found type=boolean",
+        ),
+        (
+            {},
+            {"similarity": {"default": {"type": "BM25", "k1": 2.0}}},
+            "similarity.default: expected type=BM25, k1=1.2, b=0.75, found k1=2.0, type=BM25",
+        ),
+    ],
+)
+def test_text_fields_scored_otherwise_than_bm25_are_refused(
+    make_store: StoreFactory,
+    client: OpenSearch,
+    index_name: str,
+    field: dict[str, object],
+    index: dict[str, object],
+    found: str,
+) -> None:
+    # Each was accepted and searched: the "raw BM25" the gate calibrates on was then not BM25.
+    mapping = copy.deepcopy(opensearch_store.MAPPING)
+    for name in ("title", "text"):
+        mapping["properties"][name].update(field)
+    settings = copy.deepcopy(opensearch_store.INDEX_SETTINGS)
+    settings["index"].update(index)
+    client.indices.create(index=index_name, body={"settings": settings, "mappings": mapping})
+    with pytest.raises(OpenSearchMappingError) as err:
+        make_store()
+    assert found in str(err.value)
+
+
 def test_an_index_with_the_right_fields_but_other_settings_is_used_with_a_warning(
     make_store: StoreFactory,
     client: OpenSearch,
