@@ -289,7 +289,27 @@ def _chunk_source(c: Chunk) -> dict[str, Any]:
     }
 
 
-def _chunk(s: Mapping[str, Any]) -> Chunk:
+_CHUNK_FIELDS = ("tenant", "chunk_id", "parent_id", "document_id", "text", "generation")
+_INVENTORY_KEYS = ("tenant", "document_id", "chunk_id")
+
+
+def _strings(s: Mapping[str, Any], keys: Sequence[str]) -> bool:
+    return all(isinstance(s.get(k), str) for k in keys)
+
+
+def _chunk(s: Mapping[str, Any], doc_id: str) -> Chunk | None:
+    """The chunk a document holds, or None (logged) for one candor did not write: someone
+    else's, or a partial one, in candor's index. It is no chunk of any tenant's, and one of them
+    made search() and inventory() raise KeyError for every query it matched."""
+    optional = (s.get(k) for k in ("title", "uri"))
+    kind = s.get("source_kind")
+    if (
+        not _strings(s, _CHUNK_FIELDS)
+        or not all(v is None or isinstance(v, str) for v in optional)
+        or not (type(kind) is int or (isinstance(kind, str) and kind.isdecimal()))
+    ):
+        log.warning("skipping a document without candor's fields", extra={"id": doc_id})
+        return None
     return Chunk(
         tenant=s["tenant"],
         chunk_id=s["chunk_id"],
@@ -297,7 +317,7 @@ def _chunk(s: Mapping[str, Any]) -> Chunk:
         document_id=s["document_id"],
         title=s.get("title") or "",
         text=s["text"],
-        source_kind=int(s["source_kind"]),
+        source_kind=int(kind),
         uri=s.get("uri") or "",
         generation=s["generation"],
     )
@@ -525,7 +545,8 @@ class OpenSearchKeywordStore:
         response = cast(dict[str, Any], self._client.search(index=self._index, body=body))
         hits: list[Hit] = []
         for h in response["hits"]["hits"]:
-            hits.append(Hit(_chunk(h["_source"]), float(h["_score"])))
+            if (c := _chunk(h["_source"], h["_id"])) is not None:
+                hits.append(Hit(c, float(h["_score"])))
         return hits
 
     def get(self, tenant: str, chunk_ids: Sequence[str]) -> list[Chunk]:
@@ -549,25 +570,29 @@ class OpenSearchKeywordStore:
                 f"{self._index!r}; first: {failed[0]['error']}"
             )
         # The _id already hashes the tenant; the check keeps isolation explicit.
-        return [
-            _chunk(d["_source"])
-            for d in response["docs"]
-            if d.get("found") and d["_source"]["tenant"] == tenant
-        ]
+        found = (_chunk(d["_source"], d["_id"]) for d in response["docs"] if d.get("found"))
+        return [c for c in found if c is not None and c.tenant == tenant]
 
     def inventory(self) -> list[StoredChunk]:
-        return [
-            StoredChunk(
-                s["tenant"],
-                s["document_id"],
-                s["chunk_id"],
-                s["generation"],
-                bool(s.get("published", True)),
+        out = []
+        for doc_id, s in self._scan_sources(_INVENTORY_FIELDS):
+            if not _strings(s, _INVENTORY_KEYS):
+                # As in the Qdrant store: no document of any tenant, so `verify` lists the rest.
+                log.warning("skipping a document without candor's fields", extra={"id": doc_id})
+                continue
+            generation = s.get("generation")
+            out.append(
+                StoredChunk(
+                    s["tenant"],
+                    s["document_id"],
+                    s["chunk_id"],
+                    generation if isinstance(generation, str) else "",
+                    bool(s.get("published", True)),
+                )
             )
-            for s in self._scan_sources(_INVENTORY_FIELDS)
-        ]
+        return out
 
-    def _scan_sources(self, fields: list[str]) -> Iterator[dict[str, Any]]:
+    def _scan_sources(self, fields: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
         # Scroll in index order (no sorting, no scoring); the helper clears the scroll context.
         hits = helpers.scan(
             self._client,
@@ -578,7 +603,7 @@ class OpenSearchKeywordStore:
             request_timeout=self._write_timeout,
         )
         for h in hits:
-            yield cast(dict[str, Any], h["_source"])
+            yield str(h["_id"]), cast(dict[str, Any], h.get("_source") or {})
 
     def count(self) -> int:
         """Chunks held (all tenants)."""

@@ -618,6 +618,41 @@ def test_inventory_lists_every_chunk_of_every_tenant_across_scroll_pages(
     assert store.count() == 8
 
 
+@pytest.mark.parametrize(
+    "foreign",
+    [
+        {"tenant": "t1", "text": "refund by hand", "chunk_id": "x"},  # no parent_id, generation
+        {"tenant": "t1", "document_id": "d", "text": "refund", "chunk_id": "x", "parent_id": "p"},
+        {"tenant": "t1", "text": ["refund", "twice"]},  # a list where a string belongs
+        {"title": "refund"},
+    ],
+)
+def test_a_document_candor_did_not_write_is_skipped_not_fatal(
+    store: OpenSearchKeywordStore,
+    client: OpenSearch,
+    index_name: str,
+    caplog: pytest.LogCaptureFixture,
+    foreign: dict[str, object],
+) -> None:
+    mine = chunk("t1", "refunds", 0, REFUNDS)
+    store.replace("t1", "refunds", [mine])
+    client.index(index=index_name, id="foreign", body=foreign, refresh=True)
+
+    # One of them made search() and inventory() raise KeyError for every query it matched.
+    assert [h.chunk for h in store.search("t1", "refund twice", 10)] == [mine]
+    assert store.get("t1", ["refunds#p0c0"]) == [mine]
+    held = {(c.tenant, c.document_id, c.chunk_id) for c in store.inventory()}
+    assert ("t1", "refunds", "refunds#p0c0") in held
+    if "document_id" in foreign:  # identifiable: verify lists it, as the Qdrant store does
+        assert held == {("t1", "refunds", "refunds#p0c0"), ("t1", "d", "x")}
+    else:
+        assert len(held) == 1
+    assert store.count() == 2
+    assert any(
+        r.getMessage() == "skipping a document without candor's fields" for r in caplog.records
+    )
+
+
 def test_satisfies_the_keyword_store_protocol(store: OpenSearchKeywordStore) -> None:
     typed: KeywordStore = store
     assert typed.search("t1", "anything", 3) == []
