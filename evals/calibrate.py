@@ -295,9 +295,16 @@ def _between(p: np.ndarray[Any, Any], bound: float) -> float:
     train rates recorded with the config were not the written config's. Halfway, the same rows
     pass unless two scores lie within that noise of each other."""
     below = p[p < bound]
-    if below.size and math.isfinite(bound):
-        bound = (bound + float(below.max())) / 2
-    return round(bound, 6)
+    if not (below.size and math.isfinite(bound)):
+        return round(bound, 6)
+    lower = float(below.max())
+    written = round((bound + lower) / 2, 6)
+    if written <= lower:
+        # Scores within the rounding of each other: rounded to nearest, the bound fell to or
+        # below the score it must exclude, and the written config passed that negative. The
+        # next 6-digit value above it excludes it.
+        written = math.floor(lower * 1e6 + 1) / 1e6
+    return written
 
 
 def fit_seed001(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
@@ -420,8 +427,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(
             f"--weight given {len(args.weight)} time(s) for {len(args.results)} results file(s)"
         )
-    if args.weight is not None and any(w <= 0 for w in args.weight):
-        ap.error("--weight must be positive")
+    if args.weight is not None and any(not (w > 0 and math.isfinite(w)) for w in args.weight):
+        ap.error("--weight must be a positive finite number")
     sources: list[list[dict[str, Any]]] = []
     for path in args.results:
         train = [r for r in read_rows(path) if r.get("split") == "train"]
@@ -467,6 +474,12 @@ def main(argv: list[str] | None = None) -> int:
         print(
             "no read floor written: the model does not weigh the reader, or no floor above the "
             "pass bound stays within --read-floor-cost",
+            file=sys.stderr,
+        )
+    if fitted["train"]["frr_at_uncertain"] >= 1.0:
+        print(
+            "warning: the written config refuses every answerable train question at this "
+            "--target-far (a negative scores above them all); look at the rows before using it",
             file=sys.stderr,
         )
     print(

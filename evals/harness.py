@@ -85,7 +85,10 @@ def config_columns(
     content are an error, not a silent overwrite."""
     out: dict[str, PolicyConfig] = {}
     for path in paths:
-        config = parse_policy(path.read_text())
+        try:
+            config = parse_policy(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:  # PolicyError is a ValueError
+            raise SystemExit(f"{path}: not a usable threshold config: {exc}") from exc
         label = config_label(config)
         seen = out.get(label) or (taken or {}).get(label)
         if seen is not None and seen != config:
@@ -232,7 +235,8 @@ async def _run(
 ) -> None:
     with out.open("w", encoding="utf-8") as f:
         for i, q in enumerate(questions, start=1):
-            result = await kb.retrieve(RetrieveParams(tenant=TENANT, query=q.question), 10.0)
+            params = RetrieveParams(tenant=q.tenant or TENANT, query=q.question)
+            result = await kb.retrieve(params, 10.0)
             recall = {
                 "hybrid": list(dict.fromkeys(c.chunk.document_id for c in result.candidates)),
                 "dense": _ranked_documents(result, "dense"),
@@ -419,6 +423,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.limit < 0:
         ap.error("--limit must be >= 0 (0: every question)")
+    if args.out.is_dir():
+        ap.error(
+            f"--out {args.out} is a directory: name the rows file (e.g. {args.out}/rows.jsonl)"
+        )
     if args.reader and args.target:
         ap.error("--reader applies in process: a deployment reads with its own reader")
     code = remote.main(ap, args)

@@ -123,13 +123,14 @@ def _lower(name: str, prefix: str) -> str:
 
 
 def evaluate(
-    stub: gate_pb2_grpc.GateServiceStub, query: str, options: Options
+    stub: gate_pb2_grpc.GateServiceStub, query: str, options: Options, tenant: str | None = None
 ) -> gate_pb2.Decision:
-    """One Evaluate call, retried with jittered exponential backoff on transient codes."""
+    """One Evaluate call (in ``tenant``, else the run's), retried with jittered exponential
+    backoff on transient codes."""
     for attempt in range(options.retries + 1):
         try:
             reply: gate_pb2.EvaluateResponse = stub.Evaluate(
-                gate_pb2.EvaluateRequest(tenant=options.tenant, query=query),
+                gate_pb2.EvaluateRequest(tenant=tenant or options.tenant, query=query),
                 metadata=client.metadata(options.api_key),
                 timeout=options.timeout,
             )
@@ -244,7 +245,7 @@ def run(
 
         def one(q: Question) -> dict[str, Any]:
             try:
-                row = row_for(q, evaluate(stub, q.question, options), extra)
+                row = row_for(q, evaluate(stub, q.question, options, q.tenant), extra)
             except grpc.RpcError as exc:
                 with lock:
                     summary.errors[exc.code().name] += 1  # type: ignore[attr-defined]

@@ -74,7 +74,9 @@ def threshold_free(
     for key, target in FAR_TARGETS.items():
         point = metrics.frr_at_far(scores, answerable, target)
         out[f"frr_at_far_{key}"] = point.frr if point else None
-    out["ece"] = metrics.expected_calibration_error(scores, answerable)
+    # ECE measures a probability; a raw score (top-1 cosine goes below 0) has none to measure.
+    probabilities = all(0.0 <= x <= 1.0 for x in scores)
+    out["ece"] = metrics.expected_calibration_error(scores, answerable) if probabilities else None
     return out
 
 
@@ -222,7 +224,8 @@ def _plots(rows: Sequence[dict[str, Any]], out_dir: Path, stem: str) -> list[str
         )
     hist.set(xlabel=f"{primary} confidence", ylabel="questions", title="Confidence by kind")
     hist.legend(fontsize=8)
-    bins = metrics.reliability_bins(conf, answerable, 10)
+    clipped = [min(max(c, 0.0), 1.0) for c in conf]  # a raw score's diagram is only a sketch
+    bins = metrics.reliability_bins(clipped, answerable, 10)
     xs = [b.mean_confidence for b in bins if b.count]
     ys = [b.frequency for b in bins if b.count]
     rel.plot([0, 1], [0, 1], ":", color="grey")
@@ -242,9 +245,13 @@ def _plots(rows: Sequence[dict[str, Any]], out_dir: Path, stem: str) -> list[str
 def _split_label(split: str, rows: Sequence[dict[str, Any]]) -> str:
     if split != "all":
         return f"{split} split"
-    if all(r.get("split") == UNSPLIT for r in rows):
+    present = {str(r.get("split")) for r in rows}
+    if present == {UNSPLIT}:
         return "all questions (unsplit dataset)"
-    return "all questions (train and test)"
+    if present == {"train"}:
+        # Said plainly: a config calibrated on these rows is being scored on its own fit.
+        return "all questions (train split only: no test questions)"
+    return "all questions (" + " and ".join(sorted(present)) + ")"
 
 
 def markdown(
@@ -411,6 +418,9 @@ def main(argv: list[str] | None = None) -> int:
         "statistics (0: none)",
     )
     args = ap.parse_args(argv)
+    for flag, path in (("--out", args.out), ("--json", args.json)):
+        if path is not None and path.is_dir():
+            ap.error(f"{flag} {path} is a directory: name the file to write")
     if args.bootstrap < 0:
         ap.error("--bootstrap must be >= 0")
     rows = read_rows(args.results, need=("answerable", "signals", "policies"))

@@ -39,7 +39,7 @@ _CORPUS_FIELDS = frozenset({"id", "title", "text", "tenant"})
 # Accepted and ignored: the extra fields `candor ingest` understands, and free-form `meta`.
 _CORPUS_PASSTHROUGH = frozenset({"uri", "source_kind", "question", "meta"})
 _QUESTION_FIELDS = frozenset(
-    {"id", "question", "answerable", "gold_ids", "kind", "answer", "split", "meta"}
+    {"id", "question", "answerable", "gold_ids", "kind", "answer", "split", "tenant", "meta"}
 )
 _MAX_REPORTED = 25
 
@@ -81,6 +81,9 @@ class Question:
     """Reference answer, when known (only for answerable questions in builders here)."""
     split: Split | None = None
     """``train`` (fit/calibrate on it) or ``test`` (report on it); ``None`` = unsplit."""
+    tenant: str | None = None
+    """Tenant to ask in; ``None`` means the evaluation's default tenant. An answerable
+    question's gold passages must be in its tenant (a tenant sees only its own passages)."""
     meta: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
     """Free-form, builder-specific details (JSON object), carried through untouched."""
 
@@ -96,6 +99,8 @@ class Question:
             row["answer"] = self.answer
         if self.split is not None:
             row["split"] = self.split
+        if self.tenant is not None:
+            row["tenant"] = self.tenant
         if self.meta:
             row["meta"] = dict(self.meta)
         return row
@@ -144,20 +149,33 @@ class DatasetFormatError(ValueError):
 # Reading
 
 
-def jsonl_objects(path: Path, problems: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+def jsonl_objects(
+    path: Path, problems: list[str], unread: list[Path] | None = None
+) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for each JSON object line; problems (path:line: why) are appended,
-    not raised."""
+    not raised. A file that cannot be read at all is also appended to ``unread``."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
         problems.append(f"{path}: file not found")
+        if unread is not None:
+            unread.append(path)
+        return
+    except OSError as exc:  # a directory given for the file, a permission, ...
+        problems.append(f"{path}: cannot read ({exc.strerror or exc})")
+        if unread is not None:
+            unread.append(path)
         return
     try:
         # utf-8-sig: a byte-order mark, as some editors write, is not part of the first row.
-        lines = raw.decode("utf-8-sig").splitlines()
+        # Lines end at "\n" only: str.splitlines also breaks at U+2028, U+2029 and U+0085,
+        # which JSON allows raw inside strings (our own writer leaves them so).
+        lines = [line.removesuffix("\r") for line in raw.decode("utf-8-sig").split("\n")]
     except UnicodeDecodeError as exc:
         at = raw[: exc.start].count(b"\n") + 1
         problems.append(f"{path}:{at}: not UTF-8 ({exc.reason} at byte {exc.start})")
+        if unread is not None:
+            unread.append(path)
         return
     for n, line in enumerate(lines, start=1):
         if not line.strip():
@@ -167,8 +185,17 @@ def jsonl_objects(path: Path, problems: list[str]) -> Iterator[tuple[int, dict[s
         except json.JSONDecodeError as exc:
             problems.append(f"{path}:{n}: invalid JSON ({exc.msg} at column {exc.colno})")
             continue
+        except RecursionError:
+            problems.append(f"{path}:{n}: JSON nested too deeply")
+            continue
         if not isinstance(row, dict):
             problems.append(f"{path}:{n}: expected a JSON object, got {type(row).__name__}")
+            continue
+        try:
+            json.dumps(row, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            # "\ud800" alone is valid JSON but no text: it failed later, in indexing.
+            problems.append(f"{path}:{n}: a lone surrogate escape (\\ud800-\\udfff) is not text")
             continue
         yield n, row
 
@@ -244,6 +271,9 @@ def _parse_question(row: dict[str, Any], where: str, problems: list[str]) -> Que
     split = row.get("split")
     if split is not None and split not in SPLITS:
         problems.append(f"{where}: 'split' must be 'train' or 'test' when given")
+    tenant = row.get("tenant")
+    if tenant is not None and (not isinstance(tenant, str) or not tenant.strip()):
+        problems.append(f"{where}: 'tenant' must be a non-empty string when given")
     meta = row.get("meta", {})
     if not isinstance(meta, dict):
         problems.append(f"{where}: 'meta' must be a JSON object when given")
@@ -257,6 +287,7 @@ def _parse_question(row: dict[str, Any], where: str, problems: list[str]) -> Que
         kind=cast(Kind, kind),
         answer=cast("str | None", answer),
         split=cast("Split | None", split),
+        tenant=cast("str | None", tenant),
         meta=cast(dict[str, Any], meta),
     )
 
@@ -281,11 +312,12 @@ def _read(
     what: str,
     parse: Callable[[dict[str, Any], str, list[str]], _Item | None],
     problems: list[str],
+    unread: list[Path] | None = None,
 ) -> list[tuple[_Item, str]]:
     """Parse every row of ``path`` with ``parse``; ids must be unique across the file."""
     out: list[tuple[_Item, str]] = []
     ids = []
-    for n, row in jsonl_objects(path, problems):
+    for n, row in jsonl_objects(path, problems, unread):
         where = f"{path}:{n}"
         if isinstance(row.get("id"), str):
             ids.append((row["id"], where))
@@ -296,8 +328,10 @@ def _read(
     return out
 
 
-def _read_corpus(path: Path, problems: list[str]) -> list[tuple[Passage, str]]:
-    return _read(path, "passage", _parse_passage, problems)
+def _read_corpus(
+    path: Path, problems: list[str], unread: list[Path] | None = None
+) -> list[tuple[Passage, str]]:
+    return _read(path, "passage", _parse_passage, problems, unread)
 
 
 def _read_questions(path: Path, problems: list[str]) -> list[tuple[Question, str]]:
@@ -328,21 +362,38 @@ def load_dataset(directory: Path | str) -> Dataset:
     Raises :class:`DatasetFormatError` listing every problem found (``path:line: message``).
     """
     root = Path(directory)
+    if root.exists() and not root.is_dir():
+        raise DatasetFormatError(
+            [f"{root}: not a dataset directory (one holding {CORPUS_FILE} and {QUESTIONS_FILE})"]
+        )
     problems: list[str] = []
-    corpus = _read_corpus(root / CORPUS_FILE, problems)
+    unread: list[Path] = []
+    corpus = _read_corpus(root / CORPUS_FILE, problems, unread)
     questions = _read_questions(root / QUESTIONS_FILE, problems)
     if not questions and (root / QUESTIONS_FILE).exists():
         problems.append(f"{root / QUESTIONS_FILE}: no questions")
-    ids = {p.id for p, _ in corpus}
+    tenant_of = {p.id: p.tenant for p, _ in corpus}
+    # A corpus file that could not be read would make every gold id "missing" too.
+    corpus_read = not unread
     for q, where in questions:
-        missing = [g for g in q.gold_ids if g not in ids]
-        if missing:
+        missing = [g for g in q.gold_ids if g not in tenant_of]
+        if missing and corpus_read:
             problems.append(f"{where}: gold id(s) {missing} not in {CORPUS_FILE}")
+        # Passages are indexed under their tenant and a question asked in its own: a gold
+        # passage in another tenant can never be found, and every policy would be scored
+        # against an answer no retrieval could see.
+        elsewhere = [g for g in q.gold_ids if g in tenant_of and tenant_of[g] != q.tenant]
+        if elsewhere:
+            problems.append(
+                f"{where}: gold passage(s) {elsewhere} are in tenant "
+                f"{tenant_of[elsewhere[0]] or 'default'!r} but the question is asked in "
+                f"{q.tenant or 'default'!r}: give the question that 'tenant'"
+            )
     manifest: dict[str, Any] | None = None
     manifest_path = root / MANIFEST_FILE
     if manifest_path.exists():
         try:
-            loaded = json.loads(manifest_path.read_text(encoding="utf-8"))
+            loaded = json.loads(manifest_path.read_text(encoding="utf-8-sig"))
         except json.JSONDecodeError as exc:
             problems.append(f"{manifest_path}:{exc.lineno}: invalid JSON ({exc.msg})")
         except UnicodeDecodeError as exc:

@@ -114,3 +114,51 @@ def test_a_negative_limit_is_refused(tmp_path: Path, capsys: pytest.CaptureFixtu
     with pytest.raises(SystemExit):
         main(["eval", "run", str(tmp_path), "--out", str(tmp_path / "r.jsonl"), "--limit", "-3"])
     assert "--limit must be >= 0" in capsys.readouterr().err
+
+
+def test_questions_are_asked_in_their_tenant(tmp_path: Path) -> None:
+    # Every question used to be asked as the tenant "eval": a corpus with tenants found nothing,
+    # and every policy, always_answer included, "refused" every answerable question.
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    (ds / "corpus.jsonl").write_text(
+        json.dumps({"id": "p1", "title": "Tyres", "text": "Tyres run at 80 psi.", "tenant": "acme"})
+        + "\n"
+    )
+    question = {
+        "id": "q1",
+        "question": "What pressure do tyres run at?",
+        "answerable": True,
+        "gold_ids": ["p1"],
+        "tenant": "acme",
+    }
+    (ds / "questions.jsonl").write_text(json.dumps(question) + "\n")
+    rows = tmp_path / "rows.jsonl"
+    assert main(["eval", "run", str(ds), "--out", str(rows), "--no-answers"]) == 0
+    [row] = [json.loads(line) for line in rows.read_text().splitlines()]
+    assert row["ranked"]["hybrid"][0] == "p1"
+
+
+def test_a_policy_file_that_cannot_be_used_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: x\npolicy: calibrated\ntiers: [1, 2]\n")
+    from evals.harness import config_columns
+
+    for path in (tmp_path / "missing.yaml", bad):
+        with pytest.raises(SystemExit, match=f"{path.name}: not a usable threshold config"):
+            config_columns([path])
+
+
+def test_a_raw_score_gets_no_calibration_error() -> None:
+    # top-1 cosine goes below 0 on off-topic questions: ECE raised and took the report down.
+    kinds = ["topic_absent", "topic_absent", "answerable", "answerable"]
+    stats = report.threshold_free([-0.05, 0.2, 0.9, 0.7], [False, False, True, True], kinds)
+    assert stats["ece"] is None and stats["auroc"] == 1.0
+
+
+def test_a_pass_bound_never_rounds_down_onto_the_negative_it_excludes() -> None:
+    import numpy as np
+
+    negative = 0.9736512  # the highest negative; the bound just above it
+    bound = calibrate._between(np.array([0.5, negative]), negative + 1e-9)
+    assert bound > negative and round(bound, 6) == bound

@@ -164,3 +164,51 @@ def test_a_byte_order_mark_is_not_part_of_the_first_row_and_bad_bytes_name_their
     corpus.write_bytes(corpus.read_bytes().replace(b"Labels", b"Lab\xe9ls"))
     with pytest.raises(DatasetFormatError, match=r"corpus\.jsonl:2: not UTF-8"):
         load_dataset(tmp_path)
+
+
+def test_a_question_is_asked_in_its_tenant_and_its_gold_must_be_there(tmp_path: Path) -> None:
+    # Passages are indexed under their tenant: a question asked elsewhere can never find its
+    # gold passage, and every policy was scored as refusing an answerable question.
+    asked = {**QUESTIONS[0], "id": "q4", "gold_ids": ["d2"], "tenant": "acme"}
+    _write(tmp_path / "corpus.jsonl", CORPUS)
+    _write(tmp_path / "questions.jsonl", [asked])
+    [q] = load_dataset(tmp_path).questions
+    assert q.tenant == "acme"
+    assert load_dataset(write_dataset(tmp_path / "copy", load_dataset(tmp_path).corpus, [q], {}))
+
+    _write(tmp_path / "questions.jsonl", [{k: v for k, v in asked.items() if k != "tenant"}])
+    with pytest.raises(DatasetFormatError, match="give the question that 'tenant'"):
+        load_dataset(tmp_path)
+
+
+def test_line_separators_inside_json_strings_are_text_not_line_breaks(tmp_path: Path) -> None:
+    # JSON allows U+2028/U+2029/U+0085 raw in a string, and our writer leaves them so; a reader
+    # that split lines at them refused a dataset it wrote itself.
+    text = "First line\u2028second\u2029third\x85fourth."
+    out = write_dataset(
+        tmp_path / "ds",
+        [Passage("d1", "T", text)],
+        [Question("q1", "Which line?", True, ("d1",), "answerable")],
+        {},
+    )
+    (out / "manifest.json").write_text("\ufeff" + json.dumps({"name": "bom"}), "utf-8")
+    ds = load_dataset(out)
+    assert ds.corpus[0].text == text and ds.manifest == {"name": "bom"}
+
+
+def test_unreadable_inputs_are_problems_not_tracebacks(tmp_path: Path) -> None:
+    _write(tmp_path / "corpus.jsonl", ['{"id": "d1", "title": "", "text": "\\ud800"}'])
+    _write(tmp_path / "questions.jsonl", ["[" * 100_000 + "]" * 100_000])
+    with pytest.raises(DatasetFormatError) as err:
+        load_dataset(tmp_path)
+    text = str(err.value)
+    assert "corpus.jsonl:1: a lone surrogate" in text
+    assert "questions.jsonl:1: JSON nested too deeply" in text
+    # A corpus that is not UTF-8 is one problem, not one more per gold id it would have held.
+    (tmp_path / "corpus.jsonl").write_bytes(b'{"id": "d1", "title": "caf\xe9", "text": "x"}\n')
+    _write(tmp_path / "questions.jsonl", [QUESTIONS[0]])
+    with pytest.raises(DatasetFormatError) as err:
+        load_dataset(tmp_path)
+    assert len(err.value.problems) == 1 and "not UTF-8" in err.value.problems[0]
+    with pytest.raises(DatasetFormatError, match="not a dataset directory"):
+        load_dataset(tmp_path / "questions.jsonl")
