@@ -97,6 +97,10 @@ async def start_service(spec: ServiceSpec) -> RunningService:
                 ("grpc.max_send_message_length", s.max_message_bytes),
                 ("grpc.max_connection_age_ms", int(s.max_connection_age_seconds * 1000)),
                 ("grpc.max_connection_age_grace_ms", int(s.grace_seconds * 1000)),
+                # grpc sets SO_REUSEPORT by default: a second server (another stack, another
+                # config) bound the same port and the kernel split connections between them,
+                # auth-enabled and not. A port in use must stop start-up instead.
+                ("grpc.so_reuseport", 0),
             ],
         )
         spec.register(server)

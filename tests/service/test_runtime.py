@@ -250,3 +250,30 @@ def test_a_service_that_cannot_come_up_releases_its_ports_and_what_it_holds(take
         holder.close()
         loop.run(asyncio.sleep(0))
         loop.close()
+
+
+def test_a_second_server_cannot_share_a_port_another_candor_server_listens_on() -> None:
+    # With grpc's default SO_REUSEPORT both bound it, and the kernel split the callers between
+    # them (an auth-enabled gate's callers answered by a no-auth one).
+    from candor.runtime.server import ServiceSpec, start_service
+    from candor.settings import ServerSettings
+    from tests.helpers import LoopThread
+    from tests.service.slow_server import _register
+
+    port = free_ports(1)[0]
+    loop = LoopThread()
+    try:
+        first = loop.run(
+            start_service(
+                ServiceSpec(SERVICE, _register, ServerSettings(host="127.0.0.1", port=port))
+            )
+        )
+        with pytest.raises(OSError, match="cannot listen"):
+            loop.run(
+                start_service(
+                    ServiceSpec(SERVICE, _register, ServerSettings(host="127.0.0.1", port=port))
+                )
+            )
+        loop.run(first.stop(0))
+    finally:
+        loop.close()
