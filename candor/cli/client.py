@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import collections
 import json
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -62,18 +64,51 @@ class SourceNotes:
     failed: list[str] = field(default_factory=list)
 
 
+def _listing(path: Path, notes: SourceNotes) -> list[Path]:
+    """The files under ``path``, sorted. Links are named, never silently dropped: a broken
+    one or a linked directory is skipped (not followed: it may lead anywhere, even back), and
+    a linked file already in the tree under its real name is not ingested twice."""
+    if not path.is_dir():
+        return [path]
+    files: list[Path] = []
+    for root, dirs, names in os.walk(path):
+        here = Path(root)
+        for d in sorted(dirs):
+            if (here / d).is_symlink():
+                notes.skipped.append(f"{here / d}: a linked directory (not followed)")
+        for name in names:
+            f = here / name
+            if f.is_symlink() and not f.exists():
+                notes.skipped.append(f"{f}: a broken link")
+            elif f.is_file():
+                files.append(f)
+    real = {f.resolve(): f for f in sorted(files) if not f.is_symlink()}
+    kept = []
+    for f in sorted(files):
+        if f.is_symlink() and f.resolve() in real:
+            notes.skipped.append(f"{f}: a link to {real[f.resolve()]}, ingested under its own name")
+        else:
+            kept.append(f)
+    return kept
+
+
 def read_documents(
     path: Path, notes: SourceNotes | None = None
 ) -> Iterator[retrieval_pb2.Document]:
     """Markdown/text files (one document each, id = file stem) and, given on its own, a JSONL
     file (one object per line). Files left out are recorded in ``notes``."""
     notes = notes if notes is not None else SourceNotes()
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    for f in files:
+    for f in _listing(path, notes):
         suffix = f.suffix.lower()
         if suffix in TEXT_SUFFIXES:
-            if f.stem.upper() in NOT_CORPUS:
+            if f.stem.upper() in NOT_CORPUS and path.is_dir():
                 notes.skipped.append(f"{f}: describes the tree, not part of it")
+                continue
+            try:
+                f.stem.encode("utf-8")
+            except UnicodeEncodeError:
+                named = os.fsencode(f).decode("utf-8", "backslashreplace")  # printable
+                notes.failed.append(f"{named}: its name is not UTF-8, so it is no document id")
                 continue
             try:
                 # utf-8-sig: a byte-order mark hid the first heading and was indexed as text.
@@ -97,25 +132,53 @@ def read_documents(
         elif suffix != ".jsonl":
             notes.skipped.append(f"{f}: not {', '.join(sorted(TEXT_SUFFIXES))} or .jsonl")
         else:
-            try:
-                lines = f.read_text(encoding="utf-8").splitlines()
-            except (OSError, UnicodeDecodeError) as exc:
-                raise SystemExit(f"{f}: not readable as UTF-8 text ({exc})") from exc
-            for n, line in enumerate(lines, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                    yield retrieval_pb2.Document(
-                        document_id=str(row["id"]),
-                        title=str(row.get("title", "")),
-                        text=str(row["text"]),
-                        uri=str(row.get("uri", "")),
-                        question=str(row.get("question", "")),
-                        source_kind=_KINDS.get(str(row.get("source_kind", "document")), 1),  # type: ignore[arg-type]
-                    )
-                except (KeyError, ValueError) as exc:
-                    raise SystemExit(f"{f}:{n}: not a document row ({exc})") from exc
+            yield from _jsonl_documents(f)
+
+
+def _jsonl_documents(f: Path) -> Iterator[retrieval_pb2.Document]:
+    """One document per JSON object line: ``id`` and ``text`` strings; ``title``, ``uri``,
+    ``question`` strings when given; ``source_kind`` one of :data:`_KINDS`."""
+    try:
+        # Lines end at "\n" only: U+2028 and its kin are text inside a JSON string.
+        lines = f.read_text(encoding="utf-8-sig").split("\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SystemExit(f"{f}: not readable as UTF-8 text ({exc})") from exc
+    first: dict[str, int] = {}
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise SystemExit(f"{f}:{n}: not JSON ({exc})") from exc
+        if not isinstance(row, dict):
+            raise SystemExit(f"{f}:{n}: not a document row (a JSON object)")
+        fields = {k: row.get(k, "") for k in ("id", "text", "title", "uri", "question")}
+        # null was indexed as the text "None".
+        wrong = [k for k, v in fields.items() if not isinstance(v, str)]
+        if wrong or "id" not in row or "text" not in row:
+            raise SystemExit(
+                f"{f}:{n}: a document row needs string 'id' and 'text' (and string 'title', "
+                f"'uri', 'question' when given){f'; not strings: {wrong}' if wrong else ''}"
+            )
+        kind = row.get("source_kind", "document")
+        if kind not in _KINDS:
+            raise SystemExit(f"{f}:{n}: 'source_kind' must be one of {', '.join(_KINDS)}")
+        doc_id = str(fields["id"])
+        if doc_id in first:
+            raise SystemExit(
+                f"{f}:{n}: document id {doc_id!r} is also on line {first[doc_id]} "
+                "(nothing was sent)"
+            )
+        first[doc_id] = n
+        yield retrieval_pb2.Document(
+            document_id=doc_id,
+            title=str(fields["title"]),
+            text=str(fields["text"]),
+            uri=str(fields["uri"]),
+            question=str(fields["question"]),
+            source_kind=_KINDS[kind],
+        )
 
 
 @dataclass
@@ -190,35 +253,34 @@ def upsert(
     """
     stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
     report = IngestReport()
-    for start in range(0, len(docs), batch):
-        chunk = list(docs[start : start + batch])
-        while True:
-            try:
-                reply = stub.UpsertDocuments(
-                    retrieval_pb2.UpsertDocumentsRequest(
-                        tenant=tenant,
-                        documents=chunk,
-                        hypothetical_questions=hypothetical_questions,
-                    ),
-                    metadata=metadata(api_key),
-                    timeout=300,
+    queue = collections.deque(_batches(docs, batch))
+    done = 0
+    while queue:
+        chunk = queue.popleft()
+        n = len(chunk)  # _send drops what the service rejects
+        try:
+            reply = _send(stub, chunk, tenant, api_key, hypothetical_questions, report)
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:  # type: ignore[attr-defined]
+                # Stopped part-way: say what already landed, on a line of its own.
+                print(
+                    f"\n  stopped: {report.written} document(s) written, {report.failed} "
+                    f"failed, {len(docs) - done} not sent",
+                    file=sys.stderr,
                 )
-                break
-            except grpc.RpcError as exc:
-                # The service rejects a whole batch for one bad document and writes none of
-                # it: report those documents as failed and send the rest again.
-                rejected = _rejected_documents(exc)
-                if rejected is None:
-                    raise
-                for i, why in sorted(rejected.items()):
-                    report.failed += 1
-                    print(
-                        f"  failed: {chunk[i].uri or chunk[i].document_id}: {why}", file=sys.stderr
-                    )
-                chunk = [d for i, d in enumerate(chunk) if i not in rejected]
-                if not chunk:
-                    reply = retrieval_pb2.UpsertDocumentsResponse()
-                    break
+                raise
+            if len(chunk) > 1:
+                # Over the service's message limit (set lower than ours): one at a time.
+                queue.extendleft([d] for d in reversed(chunk))
+                continue
+            report.failed += 1
+            print(
+                f"\n  failed: {chunk[0].uri or chunk[0].document_id}: larger than the service "
+                f"accepts in one message ({chunk[0].ByteSize():,} bytes)",
+                file=sys.stderr,
+            )
+            reply = retrieval_pb2.UpsertDocumentsResponse()
+        done += n
         for r in reply.results:
             if r.outcome == retrieval_pb2.DOCUMENT_OUTCOME_FAILED:
                 report.failed += 1
@@ -231,8 +293,62 @@ def upsert(
                         f"  no questions for {r.document_id}: {r.question_error}", file=sys.stderr
                     )
         if progress is not None:
-            progress(min(start + batch, len(docs)), len(docs))
+            progress(done, len(docs))
     return report
+
+
+def _send(
+    stub: retrieval_pb2_grpc.RetrievalServiceStub,
+    chunk: list[retrieval_pb2.Document],
+    tenant: str,
+    api_key: str | None,
+    hypothetical_questions: bool,
+    report: IngestReport,
+) -> retrieval_pb2.UpsertDocumentsResponse:
+    """One UpsertDocuments. The service rejects a whole batch for one bad document and writes
+    none of it: those documents are reported failed and the rest sent again."""
+    while True:
+        try:
+            reply: retrieval_pb2.UpsertDocumentsResponse = stub.UpsertDocuments(
+                retrieval_pb2.UpsertDocumentsRequest(
+                    tenant=tenant, documents=chunk, hypothetical_questions=hypothetical_questions
+                ),
+                metadata=metadata(api_key),
+                timeout=300,
+            )
+            return reply
+        except grpc.RpcError as exc:
+            rejected = _rejected_documents(exc)
+            if rejected is None:
+                raise
+            for i, why in sorted(rejected.items()):
+                report.failed += 1
+                print(f"  failed: {chunk[i].uri or chunk[i].document_id}: {why}", file=sys.stderr)
+            chunk[:] = [d for i, d in enumerate(chunk) if i not in rejected]
+            if not chunk:
+                return retrieval_pb2.UpsertDocumentsResponse()
+
+
+BATCH_BYTES = 3 * 1024 * 1024
+"""A request's documents at most (gRPC's default message limit is 4 MiB): batches were 16
+documents whatever their size, and five 1 MB files made one request the service refused."""
+
+
+def _batches(
+    docs: Sequence[retrieval_pb2.Document], most: int
+) -> Iterator[list[retrieval_pb2.Document]]:
+    """At most ``most`` documents and BATCH_BYTES per batch; a larger document goes alone."""
+    batch: list[retrieval_pb2.Document] = []
+    size = 0
+    for doc in docs:
+        n = doc.ByteSize()
+        if batch and (len(batch) == most or size + n > BATCH_BYTES):
+            yield batch
+            batch, size = [], 0
+        batch.append(doc)
+        size += n
+    if batch:
+        yield batch
 
 
 def delete(
@@ -277,26 +393,46 @@ class AskResult:
     decision: gate_pb2.Decision
     answer: str
     final: gate_pb2.AskResponse | None
+    error: str = ""
+    """Why the stream failed after the decision came (the generator down, say)."""
 
 
 def ask(
     channel: grpc.Channel, query: str, tenant: str, api_key: str | None, timeout: float = 30
 ) -> AskResult:
     stub = gate_pb2_grpc.GateServiceStub(channel)
-    decision = gate_pb2.Decision()
+    decision: gate_pb2.Decision | None = None
     parts: list[str] = []
     final = None
-    for event in stub.Ask(
-        gate_pb2.AskRequest(tenant=tenant, query=query), metadata=metadata(api_key), timeout=timeout
-    ):
-        kind = event.WhichOneof("event")
-        if kind == "decision":
-            decision = event.decision
-        elif kind == "delta":
-            parts.append(event.delta.text)
-        else:
-            final = event
-    return AskResult(decision, "".join(parts), final)
+    try:
+        for event in stub.Ask(
+            gate_pb2.AskRequest(tenant=tenant, query=query),
+            metadata=metadata(api_key),
+            timeout=timeout,
+        ):
+            kind = event.WhichOneof("event")
+            if kind == "decision":
+                decision = event.decision
+            elif kind == "delta":
+                parts.append(event.delta.text)
+            else:
+                final = event
+    except grpc.RpcError as exc:
+        if decision is None:
+            raise
+        # The gate decided (and --debug must show why) before generation failed.
+        error = f"{exc.code().name}: {exc.details()}"  # type: ignore[attr-defined]
+        return AskResult(decision, "".join(parts), final, error)
+    return AskResult(decision or gate_pb2.Decision(), "".join(parts), final)
+
+
+_CONTROL = {c: f"\\x{c:02x}" for c in range(32) if chr(c) not in "\n"} | {0x7F: "\\x7f"}
+
+
+def shown(text: str) -> str:
+    """Text from the service as a terminal may print it: control characters (a title's ESC
+    sequences could recolour or rewrite the screen) escaped; line breaks kept."""
+    return text.translate(_CONTROL)
 
 
 def format_ask(result: AskResult, debug: bool) -> str:
@@ -304,10 +440,14 @@ def format_ask(result: AskResult, debug: bool) -> str:
     lines = []
     outcome = gate_pb2.Outcome.Name(d.outcome).removeprefix("OUTCOME_")
     tier = evidence_pb2.Tier.Name(d.tier).removeprefix("TIER_")
-    if d.outcome == gate_pb2.OUTCOME_PASS and result.final is not None:
+    if d.outcome == gate_pb2.OUTCOME_CLARIFY and result.final is not None:
+        # The generator's one clarifying question is the answer a CLARIFY gets.
+        lines.append(shown(result.final.final.answer))
+        lines.append(f"  [{outcome}: {gate_pb2.Reason.Name(d.reason).removeprefix('REASON_')}]")
+    elif d.outcome == gate_pb2.OUTCOME_PASS and result.final is not None:
         f = result.final.final
         tier = evidence_pb2.Tier.Name(f.tier).removeprefix("TIER_")
-        lines.append(f"{f.answer}")
+        lines.append(shown(f.answer))
         lines.append(f"  [{tier}, confidence {d.display_confidence}%]")
         # Answer markers [n] number the evidence, so list each cited evidence once by that n.
         index = {e.chunk_id: (i, e) for i, e in enumerate(d.evidence, start=1)}
@@ -318,9 +458,16 @@ def format_ask(result: AskResult, debug: bool) -> str:
             listed.add(c.chunk_id)
             n, ev = index.get(c.chunk_id, (0, evidence_pb2.Evidence(title="?", document_id="?")))
             mark = "verified" if c.verified else f"FAILED: {c.failure}"
-            lines.append(f"  [{n}] {ev.title} ({ev.document_id}, {c.chunk_id}) - {mark}")
+            lines.append(
+                shown(f"  [{n}] {ev.title} ({ev.document_id}, {c.chunk_id}) - {mark}").replace(
+                    "\n", " "
+                )
+            )
+    elif result.error:
+        lines.append(f"(no answer: {result.error})")
+        lines.append(f"  [{outcome}, confidence {d.display_confidence}%]")
     else:
-        lines.append(d.refusal_message or "(no answer)")
+        lines.append(shown(d.refusal_message) or "(no answer)")
         lines.append(f"  [{outcome}: {gate_pb2.Reason.Name(d.reason).removeprefix('REASON_')}]")
     if debug:
         lines.append(
@@ -358,7 +505,7 @@ def format_search(reply: retrieval_pb2.RetrieveResponse) -> str:
         both = "yes" if c.in_both else "no"
         lines.append(
             f"{c.fused_rank:>2} {c.fused_score:7.4f} {cos:>6} {bm:>7} {both:4} "
-            f"{c.chunk_id}  {c.title}"
+            f"{shown(c.chunk_id)}  {shown(c.title)}".replace("\n", " ")
         )
     for a in reply.arms:
         lines.append(f"arm {retrieval_pb2.Arm.Name(a.arm)}: {retrieval_pb2.ArmState.Name(a.state)}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 import time
@@ -23,10 +24,25 @@ DEMO_REFUSED = "Who won the 1998 football World Cup?"
 log = logging.getLogger("candor.cli")
 
 
+def _api_key(value: str) -> str:
+    # gRPC metadata is printable ASCII: anything else failed as "INTERNAL: Invalid metadata".
+    key = value.strip()
+    if not key or not all(" " < c < "\x7f" for c in key):
+        raise argparse.ArgumentTypeError("an API key is printable ASCII without spaces")
+    return key
+
+
+def _top_k(value: str) -> int:
+    n = int(value)
+    if not 1 <= n <= 200:
+        raise argparse.ArgumentTypeError("must be from 1 to 200")
+    return n
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", default=DEFAULT_GATE_TARGET, help="service address")
     p.add_argument("--tenant", default="default")
-    p.add_argument("--api-key", default=None, help="sent as x-api-key metadata")
+    p.add_argument("--api-key", type=_api_key, default=None, help="sent as x-api-key metadata")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -59,7 +75,7 @@ def parser() -> argparse.ArgumentParser:
     _common(ask)
     search = sub.add_parser("search", help="show the fused retrieval candidates")
     search.add_argument("query")
-    search.add_argument("--top-k", type=int, default=10)
+    search.add_argument("--top-k", type=_top_k, default=10)
     _common(search)
     search.set_defaults(target="127.0.0.1:50051")
     verify = sub.add_parser(
@@ -141,6 +157,10 @@ async def _serve(args: argparse.Namespace) -> int:
         log.error("invalid settings", extra={"error": str(exc)})
         return 2
     configure_logging(settings.log_level)
+    if args.demo and (args.service != "all" or settings.auth.enabled):
+        # It ingests and asks through all three services, without an API key.
+        log.error("--demo runs all three services with auth off: drop --service or auth")
+        return 2
     started = time.perf_counter()
     # As a container's PID 1, a process without a SIGTERM handler ignores SIGTERM, and the
     # graceful handler comes with serving: a pod deleted while loading models or building its
@@ -166,7 +186,11 @@ async def _serve(args: argparse.Namespace) -> int:
         # `make run` is read by a person: the addresses in plain words, beside the JSON logs.
         for svc in services:
             print(f"candor: {svc.spec.name} on {svc.address}", file=sys.stderr)
-        await asyncio.to_thread(_demo, services, started)
+        try:
+            await asyncio.to_thread(_demo, services, started)
+        except grpc.RpcError as exc:
+            # The stack is up; the demo's calls failed. Say so and keep serving.
+            print(f"candor: the demo failed: {exc.code().name}: {exc.details()}", file=sys.stderr)  # type: ignore[attr-defined]
     await serve_until_signal(services)
     return 0
 
@@ -229,12 +253,17 @@ def _verify(args: argparse.Namespace) -> int:
         return 2
 
 
+def _first_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+
+
 def _verify_stores(args: argparse.Namespace, settings: Settings) -> int:
     from retrieval_svc.embed.minilm import MiniLMEmbedder
     from retrieval_svc.knowledge_base import collection_dim
     from retrieval_svc.reconcile import find_drift, repair
     from retrieval_svc.stores.base import StoreMissing
     from retrieval_svc.stores.data_dir import check_start_space, opening_data_dir
+    from retrieval_svc.stores.deferred import unreachable
     from retrieval_svc.stores.factory import open_dense, open_keyword
 
     try:
@@ -248,11 +277,19 @@ def _verify_stores(args: argparse.Namespace, settings: Settings) -> int:
     except StoreMissing as exc:
         print(f"candor: {exc}: nothing to verify; pass the service's --config", file=sys.stderr)
         return 2
+    except Exception as exc:
+        if not unreachable(exc):
+            raise
+        print(f"candor: cannot reach the dense store: {_first_line(exc)}", file=sys.stderr)
+        return 2
     try:
         with opening_data_dir(settings.retrieval):
             keyword = open_keyword(settings.retrieval, create=False)
     except BaseException as exc:
         dense.close()
+        if isinstance(exc, Exception) and unreachable(exc):
+            print(f"candor: cannot reach the keyword store: {_first_line(exc)}", file=sys.stderr)
+            return 2
         if not isinstance(exc, StoreMissing):
             raise
         print(f"candor: {exc}: nothing to verify; pass the service's --config", file=sys.stderr)
@@ -306,6 +343,13 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return _main(argv)
+    except BrokenPipeError:
+        # `candor search ... | head` closed our stdout: not an error of ours.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except KeyboardInterrupt:
+        print("\ncandor: interrupted", file=sys.stderr)
+        return 130
     except DatasetFormatError as exc:
         # Every problem is already "path:line: message"; a traceback would bury them.
         print(f"candor: {exc}", file=sys.stderr)
@@ -327,7 +371,14 @@ def _main(argv: list[str] | None = None) -> int:
     if args.command == "eval":
         return int(args.run_builder(args))
     if args.command == "verify":
+        if args.drop_partial and not args.repair:
+            print("candor: --drop-partial works with --repair", file=sys.stderr)
+            return 2
         return _verify(args)
+    if args.command in ("ingest", "reindex") and not args.path.exists():
+        # A mistyped path ingested nothing and exited 0.
+        print(f"candor: {args.path}: no such file or directory", file=sys.stderr)
+        return 2
     try:
         with grpc.insecure_channel(args.target) as channel:
             if args.command in ("ingest", "reindex"):
@@ -353,7 +404,7 @@ def _main(argv: list[str] | None = None) -> int:
             if args.command == "ask":
                 result = client.ask(channel, args.question, args.tenant, args.api_key)
                 print(client.format_ask(result, args.debug))
-                return 0
+                return 1 if result.error else 0
             reply = client.search(channel, args.query, args.tenant, args.api_key, args.top_k)
             print(client.format_search(reply))
             return 0

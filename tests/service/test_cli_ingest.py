@@ -3,6 +3,8 @@ ingested, reported as failed or said to be skipped; none is lost in silence."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -137,3 +139,96 @@ def test_a_files_title_is_its_first_heading_outside_code_within_the_limit(tmp_pa
     assert titles["bom"] == ("Refund Policy", "# Refund Policy\nRefunds take 30 days.")
     assert titles["code"][0] == "Setup guide"
     assert len(titles["long"][0]) == MAX_TITLE_CHARS
+
+
+def test_a_file_over_the_message_limit_fails_alone_and_the_rest_are_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Batches were 16 documents whatever their bytes: one large file failed its whole batch
+    # with RESOURCE_EXHAUSTED, named no file, and stopped the ingest.
+    env = stack_env(str(tmp_path / "data"), CANDOR_RETRIEVAL__SERVER__MAX_MESSAGE_BYTES="65536")
+    stack = Stack(lambda: start_stack(load_settings(env=env), "retrieval"))
+    try:
+        target = stack.address("RetrievalService")
+        src = _tree(
+            tmp_path / "src",
+            {
+                "big.md": "Refund window policy. " * 5000,  # ~110 kB
+                "small.md": "The refund window policy is 30 days.",
+                "other.md": "Refunds for labels follow the refund window policy.",
+            },
+        )
+        code = main(["ingest", str(src), "--target", target])
+        err = capsys.readouterr().err
+        assert code == 1
+        assert "big.md: larger than the service accepts in one message" in err
+        assert _ids(target) == {"small", "other"}
+    finally:
+        stack.stop()
+
+
+def test_batches_are_bounded_in_bytes_as_well_as_documents() -> None:
+    from candor.cli import client
+
+    big = pb.Document(document_id="big", text="x" * (client.BATCH_BYTES - 100))
+    small = [pb.Document(document_id=f"s{i}", text="y" * 200) for i in range(40)]
+    sizes = [[d.document_id for d in b] for b in client._batches([big, *small], 16)]
+    assert sizes[0] == ["big"] and all(len(b) <= 16 for b in sizes)
+    assert sum(len(b) for b in sizes) == 41
+
+
+def test_links_odd_names_and_a_mistyped_path_are_said_out_loud(
+    tmp_path: Path, target: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+
+    src = _tree(tmp_path / "src", {"refunds.md": "The refund window policy is 30 days."})
+    outside = _tree(tmp_path / "outside", {"far.md": "Refund window policy, far away."})
+    os.symlink(outside, src / "linked")
+    os.symlink(src / "refunds.md", src / "again.md")
+    os.symlink(src / "gone.md", src / "dangling.md")
+    (src / os.fsdecode(b"caf\xe9.md")).write_text("Refund window policy, Latin-1 name.")
+    code = main(["ingest", str(src), "--target", target])
+    err = capsys.readouterr().err
+    assert code == 1  # the undecodable name failed
+    assert "linked: a linked directory (not followed)" in err
+    assert "dangling.md: a broken link" in err
+    assert "again.md: a link to" in err
+    assert "its name is not UTF-8" in err
+    assert _ids(target) == {"refunds"}
+
+    assert main(["ingest", str(tmp_path / "no-such-dir"), "--target", target]) == 2
+    assert "no such file or directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        ('["not", "an", "object"]', "not a document row"),
+        ('{"id": "j1", "text": null}', "not strings: ['text']"),
+        ('{"id": "j1", "text": "x", "source_kind": "curated"}', "'source_kind' must be one of"),
+    ],
+)
+def test_a_bad_jsonl_row_is_named_with_its_line_and_nothing_is_sent(
+    tmp_path: Path, target: str, capsys: pytest.CaptureFixture[str], line: str, says: str
+) -> None:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"id": "ok", "text": "Refund window policy."}\n' + line + "\n")
+    with pytest.raises(SystemExit, match=f"rows.jsonl:2: .*{re.escape(says)}"):
+        main(["ingest", str(rows), "--target", target])
+    assert _ids(target) == set()
+
+
+def test_jsonl_rows_keep_line_separators_and_a_byte_order_mark_is_ignored(
+    tmp_path: Path, target: str
+) -> None:
+    rows = tmp_path / "rows.jsonl"
+    text = "Refund window policy\u2028 is 30 days."
+    rows.write_text("\ufeff" + json.dumps({"id": "j1", "text": text}, ensure_ascii=False) + "\n")
+    assert main(["ingest", str(rows), "--target", target]) == 0
+    assert _ids(target) == {"j1"}
+    (tmp_path / "dup.jsonl").write_text(
+        '{"id": "j2", "text": "a"}\n{"id": "j2", "text": "b"}\n', encoding="utf-8"
+    )
+    with pytest.raises(SystemExit, match=r"dup\.jsonl:2: document id 'j2' is also on line 1"):
+        main(["ingest", str(tmp_path / "dup.jsonl"), "--target", target])

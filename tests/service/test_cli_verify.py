@@ -113,3 +113,29 @@ def test_bad_settings_are_one_line_not_a_traceback(
         monkeypatch.setenv(k, v)
     assert main(argv) == 2
     assert capsys.readouterr().err.startswith("candor: invalid settings: ")
+
+
+@pytest.mark.parametrize("backend", ["qdrant", "opensearch"])
+def test_verify_against_a_store_it_cannot_reach_is_one_line(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    backend: str,
+) -> None:
+    from tests.helpers import free_ports
+
+    port = free_ports(1)[0]
+    monkeypatch.setenv("CANDOR_DATA_DIR", str(tmp_path))
+    if backend == "qdrant":
+        monkeypatch.setenv("CANDOR_RETRIEVAL__DENSE_BACKEND", "qdrant")
+        monkeypatch.setenv("CANDOR_RETRIEVAL__QDRANT__URL", f"http://127.0.0.1:{port}")
+        monkeypatch.setenv("CANDOR_RETRIEVAL__QDRANT__PREFER_GRPC", "false")
+    else:
+        monkeypatch.setenv("CANDOR_RETRIEVAL__KEYWORD_BACKEND", "opensearch")
+        monkeypatch.setenv("CANDOR_RETRIEVAL__OPENSEARCH__HOSTS", f"http://127.0.0.1:{port}")
+        _one_document(tmp_path, 384, published=True)
+    assert main(["verify"]) == 2
+    err = capsys.readouterr().err
+    arm = "dense" if backend == "qdrant" else "keyword"
+    assert err.startswith(f"candor: cannot reach the {arm} store: ") and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1

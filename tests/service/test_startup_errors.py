@@ -259,3 +259,25 @@ def test_sigterm_during_start_up_stops_it_cleanly(tmp_path: Path) -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.mark.parametrize("auth", [False, True])
+def test_a_demo_that_cannot_run_is_refused_before_anything_starts(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    auth: bool,
+) -> None:
+    # It crashed after start-up (KeyError: 'GateService'; UNAUTHENTICATED) and left the data
+    # dir marked unclean.
+    monkeypatch.setenv("CANDOR_DATA_DIR", str(tmp_path))
+    config = tmp_path / "auth.yaml"
+    config.write_text(
+        "auth:\n  enabled: true\n  keys:\n    - {name: k, sha256: '" + "0" * 64 + "', "
+        "tenants: [acme]}\n"
+    )
+    argv = ["serve", "--demo", "--config", str(config)] if auth else ["serve", "--demo"]
+    assert main([*argv, "--service", "retrieval"] if not auth else argv) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert "--demo runs all three services with auth off" in str(line["msg"])
+    assert not (tmp_path / "dense").exists()
