@@ -7,7 +7,11 @@ import unicodedata
 from functools import lru_cache
 
 _WORD = re.compile(r"[\w][\w'’\-\.]*[\w]|[\w]", re.UNICODE)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
+_SENTENCE_GAP = re.compile(r"(?<=[.!?\u061f])\s+(?=[\"'(\[]?(\w))")
+"""A gap after terminal punctuation (Arabic's question mark too), before a word; it ends a
+sentence when that word starts with a digit or a letter that is not lower case, in any script:
+the ASCII-only [A-Z0-9] it was never split Arabic, Hebrew, Cyrillic or Greek text, nor before
+"Émile", and the extractive answer quoted a curated question as a statement."""
 _BLOCK_START = re.compile(r"^\s*(#{1,6}\s|[-*+]\s|\d{1,3}[.)]\s)")
 _NUMBERED = re.compile(r"^\s*(\d{1,3}[.)])\s+")
 # Scripts written without spaces between words (Thai, Lao, Myanmar, Khmer, kana, bopomofo, CJK
@@ -276,6 +280,17 @@ def _blocks(text: str) -> list[str]:
     return [" ".join(b) for b in blocks]
 
 
+def _split_sentences(body: str) -> list[str]:
+    pieces, start = [], 0
+    for gap in _SENTENCE_GAP.finditer(body):
+        first = gap.group(1)
+        if first.isdigit() or (first.isalpha() and not first.islower()):
+            pieces.append(body[start : gap.start()])
+            start = gap.end()
+    pieces.append(body[start:])
+    return pieces
+
+
 def sentences(text: str) -> list[str]:
     """Split text into sentences; markdown headings and list items stand alone."""
     return list(_sentences(text))
@@ -288,7 +303,7 @@ def _sentences(text: str) -> tuple[str, ...]:
         numbered = _NUMBERED.match(block)
         prefix = numbered.group(1) + " " if numbered else ""
         body = block[numbered.end() :] if numbered else block.lstrip("#*-+ ")
-        for i, piece in enumerate(_SENTENCE_END.split(body)):
+        for i, piece in enumerate(_split_sentences(body)):
             s = " ".join(piece.split())
             if s:
                 out.append(prefix + s if i == 0 else s)

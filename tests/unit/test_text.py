@@ -70,6 +70,22 @@ def test_sentences_split_on_terminal_punctuation_before_a_capital() -> None:
     ]
 
 
+def test_sentences_split_before_a_capital_or_a_letter_of_any_script() -> None:
+    # Only ASCII [A-Z0-9] started a sentence: Arabic, Hebrew, Cyrillic, Greek and "Émile"
+    # never did, and an Arabic curated answer was quoted with its own question in front.
+    assert sentences("كم يوما لدي؟ يمكنك إرجاعه خلال 30 يوما.") == [
+        "كم يوما لدي؟",
+        "يمكنك إرجاعه خلال 30 يوما.",
+    ]
+    assert sentences("Привет. Как дела? Ελλάδα. Émile said so.") == [
+        "Привет.",
+        "Как дела?",
+        "Ελλάδα.",
+        "Émile said so.",
+    ]
+    assert sentences("See p. xii. and e.g. that.") == ["See p. xii. and e.g. that."]
+
+
 def test_sentences_do_not_split_on_inner_dots() -> None:
     assert sentences("Version 2.5 ships today. Weight is 3.5 kg.") == [
         "Version 2.5 ships today.",
