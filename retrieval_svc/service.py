@@ -7,6 +7,7 @@ import contextlib
 import logging
 import math
 import time
+import unicodedata
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -482,6 +483,10 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             elif d.source_kind != evidence_pb2.SOURCE_KIND_CURATED_ANSWER and not sections(d.text):
                 v.add(f"{field}.text", "has no text to index outside its markdown headings")
             check_length(d.title, MAX_TITLE_CHARS, v, f"{field}.title")
+            if any(c != "\t" and unicodedata.category(c) == "Cc" for c in d.title):
+                # A title is printed in citations and listings: ESC sequences and line breaks
+                # in it recoloured terminals and forged lines.
+                v.add(f"{field}.title", "must be one line without control characters")
             check_length(d.uri, MAX_URI_CHARS, v, f"{field}.uri")
             check_enum(d.source_kind, evidence_pb2.SourceKind.DESCRIPTOR, v, f"{field}.source_kind")
             if d.source_kind == evidence_pb2.SOURCE_KIND_CURATED_ANSWER:

@@ -74,6 +74,8 @@ CASES: dict[str, tuple[Call, str]] = {
     ),
     "title over the limit": (_upsert(title="t" * (MAX_TITLE_CHARS + 1)), "documents[0].title"),
     "uri over the limit": (_upsert(uri="u" * (MAX_URI_CHARS + 1)), "documents[0].uri"),
+    "title with an escape sequence": (_upsert(title="Evil\x1b[31mRED"), "documents[0].title"),
+    "title of two lines": (_upsert(title="Title\nFAKE LINE"), "documents[0].title"),
     "unknown source kind": (_upsert(source_kind=99), "documents[0].source_kind"),
     "text of zero-width characters": (_upsert(text="\u200b\ufeff \u2060"), "documents[0].text"),
     "curated question over the query limit": (
