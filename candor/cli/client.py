@@ -477,6 +477,17 @@ def format_ask(result: AskResult, debug: bool) -> str:
         lines.append(f"  reason: {gate_pb2.Reason.Name(d.reason)}: {d.reason_detail}")
         lines.append("  signals:    " + ", ".join(f"{s.name}={s.value:.4g}" for s in d.signals))
         lines.append("  thresholds: " + ", ".join(f"{t.name}={t.value:g}" for t in d.thresholds))
+        if d.missing_facets:
+            lines.append("  missing facets: " + shown(", ".join(d.missing_facets)))
+        if d.rewritten_query:
+            lines.append("  searched as: " + shown(d.rewritten_query))
+        if d.HasField("shadow"):
+            sh = d.shadow
+            lines.append(
+                f"  shadow {sh.policy_version}: "
+                f"{gate_pb2.Outcome.Name(sh.outcome).removeprefix('OUTCOME_')}, "
+                f"confidence {sh.confidence:.3f} ({'agrees' if sh.agrees else 'DISAGREES'})"
+            )
         for a in d.arms:
             lines.append(
                 f"  arm {retrieval_pb2.Arm.Name(a.arm)}: {retrieval_pb2.ArmState.Name(a.state)} "

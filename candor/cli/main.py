@@ -14,6 +14,7 @@ from pathlib import Path
 import grpc
 
 from candor.cli import client
+from candor.gate.v1 import gate_pb2
 from candor.runtime.logs import configure_logging
 from candor.settings import Settings, SettingsError, load_settings
 
@@ -404,12 +405,22 @@ def _main(argv: list[str] | None = None) -> int:
             if args.command == "ask":
                 result = client.ask(channel, args.question, args.tenant, args.api_key)
                 print(client.format_ask(result, args.debug))
+                if result.decision.reason == gate_pb2.REASON_ARMS_UNAVAILABLE:
+                    # A refusal, but from an outage: scripts must be able to tell.
+                    print("candor: retrieval is unavailable (both arms)", file=sys.stderr)
+                    return 1
                 return 1 if result.error else 0
             reply = client.search(channel, args.query, args.tenant, args.api_key, args.top_k)
             print(client.format_search(reply))
             return 0
     except grpc.RpcError as exc:
         print(f"candor: {exc.code().name}: {exc.details()}", file=sys.stderr)  # type: ignore[attr-defined]
+        if exc.code() == grpc.StatusCode.UNIMPLEMENTED:  # type: ignore[attr-defined]
+            print(
+                f"candor: is {args.target} the right service? retrieval listens on 50051, the "
+                "gate on 50052 (ask), the generator on 50053 by default",
+                file=sys.stderr,
+            )
         return 1
 
 

@@ -232,3 +232,26 @@ def test_jsonl_rows_keep_line_separators_and_a_byte_order_mark_is_ignored(
     )
     with pytest.raises(SystemExit, match=r"dup\.jsonl:2: document id 'j2' is also on line 1"):
         main(["ingest", str(tmp_path / "dup.jsonl"), "--target", target])
+
+
+def test_ask_during_a_retrieval_outage_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The refusal (ARMS_UNAVAILABLE) printed "I don't have information" with exit 0: a script
+    # could not tell an outage from a question the knowledge base lacks.
+    from tests.helpers import free_ports
+
+    dead = f"127.0.0.1:{free_ports(1)[0]}"
+    env = stack_env(
+        str(tmp_path / "data"),
+        CANDOR_GATE__RETRIEVAL_TARGET=dead,
+        CANDOR_GATE__GENERATOR_TARGET=dead,
+    )
+    stack = Stack(lambda: start_stack(load_settings(env=env), "gate"))
+    try:
+        code = main(["ask", "What is the refund window?", "--target", stack.address("GateService")])
+    finally:
+        stack.stop()
+    captured = capsys.readouterr()
+    assert code == 1 and "retrieval is unavailable" in captured.err
+    assert "[REFUSE: ARMS_UNAVAILABLE]" in captured.out

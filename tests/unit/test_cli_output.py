@@ -60,3 +60,18 @@ def test_an_api_key_that_cannot_travel_as_metadata_is_refused(bad: str) -> None:
 def test_top_k_out_of_range_is_refused(bad: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError):
         _top_k(bad)
+
+
+def test_debug_shows_missing_facets_the_rewrite_and_the_shadow() -> None:
+    decision = gate_pb2.Decision(
+        outcome=gate_pb2.OUTCOME_REFUSE,
+        missing_facets=["gift", "card"],
+        rewritten_query="gift card refund window",
+        shadow=gate_pb2.ShadowDecision(
+            policy_version="v2", outcome=gate_pb2.OUTCOME_PASS, confidence=0.7, agrees=False
+        ),
+    )
+    out = client.format_ask(client.AskResult(decision, "", None), debug=True)
+    assert "missing facets: gift, card" in out
+    assert "searched as: gift card refund window" in out
+    assert "shadow v2: PASS, confidence 0.700 (DISAGREES)" in out
