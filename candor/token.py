@@ -294,7 +294,7 @@ class TokenVerifier:
             return _matched(claims, query, evidence, titles)
         except TokenError:
             raise
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
             # Signed, so only a gate (or its key) wrote it: still a refusal, not a crash.
             raise TokenError(
                 "TOKEN_MALFORMED", f"pass token claims are malformed: {exc!r}"

@@ -368,7 +368,13 @@ def _main(argv: list[str] | None = None) -> int:
         return delegated
     args = parser().parse_args(argv)
     if args.command == "serve":
-        return asyncio.run(_serve(args))
+        try:
+            return asyncio.run(_serve(args))
+        except StartUpStopped:
+            # SIGTERM while start-up awaited: raised in the event loop's wait, it left _serve
+            # from outside (asyncio.run cancelled it, which released what it had opened).
+            log.info("stopped by SIGTERM during start-up")
+            return 128 + signal.SIGTERM
     if args.command == "eval":
         return int(args.run_builder(args))
     if args.command == "verify":

@@ -223,7 +223,8 @@ def test_a_configured_signing_key_that_does_not_exist_stops_start_up(
     assert not missing.exists()
 
 
-def test_sigterm_during_start_up_stops_it_cleanly(tmp_path: Path) -> None:
+@pytest.mark.parametrize("waits", ["blocking", "awaiting"])
+def test_sigterm_during_start_up_stops_it_cleanly(tmp_path: Path, waits: str) -> None:
     # As PID 1 a process ignores SIGTERM until it has a handler: a pod deleted mid-start-up
     # waited out its whole grace period for the SIGKILL.
     import os
@@ -233,15 +234,25 @@ def test_sigterm_during_start_up_stops_it_cleanly(tmp_path: Path) -> None:
     import time
 
     root = Path(__file__).resolve().parents[2]
-    slow_start = (
-        "import sys, time\n"
-        "import candor.cli.stack as stack\n"
-        "from candor.cli.main import main\n"
+    # A step that blocks the event loop (building an index), or one that awaits in it.
+    blocking = (
         "def slow(settings):\n"
         "    print('building', file=sys.stderr, flush=True)\n"
         "    time.sleep(60)\n"
         "stack.build_retrieval = slow\n"
-        "sys.exit(main(['serve', '--service', 'retrieval']))\n"
+    )
+    awaiting = (
+        "async def slow(settings, which='all'):\n"
+        "    print('building', file=sys.stderr, flush=True)\n"
+        "    await asyncio.sleep(60)\n"
+        "stack.start_stack = slow\n"
+    )
+    slow_start = (
+        "import asyncio, sys, time\n"
+        "import candor.cli.stack as stack\n"
+        "from candor.cli.main import main\n"
+        + (blocking if waits == "blocking" else awaiting)
+        + "sys.exit(main(['serve', '--service', 'retrieval']))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(root), **stack_env(str(tmp_path))}
     proc = subprocess.Popen(

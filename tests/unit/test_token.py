@@ -456,7 +456,13 @@ def test_a_key_file_broken_mid_rotation_is_skipped_and_the_good_keys_verify(
 
 @pytest.mark.parametrize(
     "bad",
-    [{"ev": 5}, {"ev": [{"id": "refunds#p0c0"}]}, {"conf": "high"}, {"ev": [7]}],
+    [
+        {"ev": 5},
+        {"ev": [{"id": "refunds#p0c0"}]},
+        {"conf": "high"},
+        {"ev": [7]},
+        {"conf": 10**400},  # float() overflows
+    ],
 )
 def test_signed_but_malformed_claims_are_a_refusal_not_a_crash(
     key: Ed25519PrivateKey, bad: dict[str, object]
