@@ -355,12 +355,13 @@ class GateServicer(pb_grpc.GateServiceServicer):
                 "retrieval refused the gate's call",
                 extra={"code": exc.code().name, "details": exc.details()},
             )
-            # INVALID_ARGUMENT names what in the caller's request retrieval refused; any
-            # other text is retrieval's own, for the log above.
+            # INVALID_ARGUMENT names what in the caller's request retrieval refused (kept, with
+            # its code); any other refusal of the gate's own call is the server's fault.
             said = exc.details() if exc.code() == grpc.StatusCode.INVALID_ARGUMENT else ""
+            code = exc.code() if said else _DOWNSTREAM_STATUS.get(exc.code(), exc.code())
             await abort_info(
                 context,
-                exc.code(),
+                code,
                 "RETRIEVAL_" + exc.code().name,
                 said or f"retrieval refused the gate's call ({exc.code().name})",
             )
@@ -698,7 +699,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
                 "generation failed",
                 extra={"code": exc.code().name, "cause": cause, "details": exc.details()},
             )
-            code = _GENERATOR_STATUS.get(exc.code(), exc.code())
+            code = _DOWNSTREAM_STATUS.get(exc.code(), exc.code())
             # The caller gets the generator's reason, not its text: transport errors name
             # internal addresses. The log line above has the details.
             await abort_info(
@@ -742,7 +743,7 @@ def _policy_info(loaded: Loaded, tenant: str) -> pb.PolicyInfo:
     )
 
 
-_GENERATOR_STATUS = {
+_DOWNSTREAM_STATUS = {
     # A transport failure may pass on retry; a downstream's own INTERNAL (the LLM rejected
     # the request: a key, a model name) will not, so it stays INTERNAL.
     grpc.StatusCode.UNKNOWN: grpc.StatusCode.UNAVAILABLE,

@@ -28,3 +28,45 @@ def test_an_unreachable_retrieval_is_counted_unavailable_by_the_gate(tmp_path: P
     # Zero from start-up, so the error ratio (whose rule reads a downstream with no error
     # series as 0) exists before the first call.
     assert f'{calls}{{downstream="generator",grpc_code="OK"}} 0.0' in text
+
+
+def test_retrieval_refusing_the_gates_own_call_is_internal_not_the_callers_fault(
+    tmp_path: Path,
+) -> None:
+    # Retrieval with keys the gate's callers do not hold (keys that differ between services):
+    # the caller passed the gate's own checks, so PERMISSION_DENIED or UNAUTHENTICATED from
+    # retrieval ("fix your credentials, do not retry") blamed the caller for a deployment fault.
+    import grpc
+    import pytest
+
+    from candor.gate.v1 import gate_pb2_grpc
+    from candor.runtime.errors import error_info_of
+
+    config = tmp_path / "retrieval.yaml"
+    config.write_text(
+        "auth:\n  enabled: true\n  keys:\n    - {name: k, sha256: '" + "0" * 64 + "', "
+        "tenants: ['*']}\n"
+    )
+    retrieval = Stack(
+        lambda: start_stack(
+            load_settings(str(config), env=stack_env(str(tmp_path / "r"))), "retrieval"
+        )
+    )
+    try:
+        env = stack_env(
+            str(tmp_path / "g"), CANDOR_GATE__RETRIEVAL_TARGET=retrieval.address("RetrievalService")
+        )
+        gate = Stack(lambda: start_stack(load_settings(env=env), "gate"))
+        try:
+            with grpc.insecure_channel(gate.address("GateService")) as ch:
+                with pytest.raises(grpc.RpcError) as err:
+                    gate_pb2_grpc.GateServiceStub(ch).Evaluate(
+                        gate_pb2.EvaluateRequest(tenant="t", query="tyre pressure?"), timeout=10
+                    )
+        finally:
+            gate.stop()
+    finally:
+        retrieval.stop()
+    assert err.value.code() == grpc.StatusCode.INTERNAL
+    info = error_info_of(err.value)
+    assert info is not None and info.reason == "RETRIEVAL_UNAUTHENTICATED"
