@@ -83,7 +83,13 @@ def code_of(context: grpc.aio.ServicerContext, error: BaseException | None) -> g
     # Decided before context.code(): OpenTelemetry's stream wrapper does not close this
     # stream when it is closed itself, so GeneratorExit can come from the finaliser after the
     # call is over, when the context may read OK.
-    if isinstance(error, asyncio.CancelledError | GeneratorExit):
+    if isinstance(error, asyncio.CancelledError | GeneratorExit) or (
+        # A servicer's exception after its caller left reached nobody: the caller saw its
+        # deadline or its cancel, and an UNKNOWN here fed the error and availability alerts.
+        isinstance(error, Exception)
+        and not isinstance(error, grpc.aio.AbortError)
+        and _caller_left(context)
+    ):
         remaining = context.time_remaining()
         if remaining is not None and remaining <= 0:
             return grpc.StatusCode.DEADLINE_EXCEEDED
@@ -253,8 +259,7 @@ async def _abort_unexpected(
     """
     if not isinstance(error, Exception) or isinstance(error, grpc.aio.AbortError):
         return
-    remaining = context.time_remaining()
-    if context.cancelled() or (remaining is not None and remaining <= 0):
+    if _grpc_own(error) and _caller_left(context):
         # The caller left (or its deadline passed) while the servicer was aborting: grpc
         # raises from the abort's send, which is no bug, and a second abort would fail too.
         log.debug("call ended while aborting", extra={"method": method, "error": repr(error)})
@@ -276,6 +281,17 @@ async def _abort_unexpected(
         raise
     except Exception as exc:  # the call is over after all: the original error is re-raised
         log.debug("cannot abort a finished call", extra={"error": repr(exc)})
+
+
+def _grpc_own(error: BaseException) -> bool:
+    """An error grpc raised about the call itself (ExecuteBatchError, UsageError, ...)."""
+    return type(error).__module__.startswith("grpc")
+
+
+def _caller_left(context: grpc.aio.ServicerContext) -> bool:
+    remaining = context.time_remaining()
+    cancelled = getattr(context, "cancelled", None)
+    return bool(cancelled and cancelled()) or (remaining is not None and remaining <= 0)
 
 
 def _left_early(span: trace.Span, context: grpc.aio.ServicerContext) -> None:

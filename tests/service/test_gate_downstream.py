@@ -58,11 +58,13 @@ def test_retrieval_refusing_the_gates_own_call_is_internal_not_the_callers_fault
         )
         gate = Stack(lambda: start_stack(load_settings(env=env), "gate"))
         try:
-            with grpc.insecure_channel(gate.address("GateService")) as ch:
-                with pytest.raises(grpc.RpcError) as err:
-                    gate_pb2_grpc.GateServiceStub(ch).Evaluate(
-                        gate_pb2.EvaluateRequest(tenant="t", query="tyre pressure?"), timeout=10
-                    )
+            with (
+                grpc.insecure_channel(gate.address("GateService")) as ch,
+                pytest.raises(grpc.RpcError) as err,
+            ):
+                gate_pb2_grpc.GateServiceStub(ch).Evaluate(
+                    gate_pb2.EvaluateRequest(tenant="t", query="tyre pressure?"), timeout=10
+                )
         finally:
             gate.stop()
     finally:

@@ -41,6 +41,13 @@ def test_set_or_aborted_codes_and_unexpected_errors() -> None:
     assert code_of(Context(None, None), ValueError()) == grpc.StatusCode.UNKNOWN  # type: ignore[arg-type]
 
 
+class ExecuteBatchError(Exception):
+    """Shaped like grpc's own: raised from a send on a call that is over."""
+
+
+ExecuteBatchError.__module__ = "grpc._cython.cygrpc"
+
+
 class Aborting(Context):
     """A context that records aborts; ``gone`` is a call its caller already left."""
 
@@ -66,8 +73,19 @@ async def test_an_error_raised_while_the_caller_leaves_is_not_a_servicer_bug(
     # grpc raises from an abort's send when the deadline passed mid-abort: logging it as a
     # crash and aborting again filled the log with false "unexpected error" tracebacks.
     ctx = Aborting(remaining, gone)
-    await _abort_unexpected(ctx, "/s/M", RuntimeError("ExecuteBatchError"))  # type: ignore[arg-type]
+    await _abort_unexpected(ctx, "/s/M", ExecuteBatchError("send failed"))  # type: ignore[arg-type]
     assert ctx.aborts == [] and "unexpected error" not in caplog.text
+
+
+async def test_a_servicer_bug_after_the_caller_left_is_still_logged_and_counted_as_the_caller_saw(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    ctx = Aborting(-0.1)
+    with pytest.raises(grpc.aio.AbortError):
+        await _abort_unexpected(ctx, "/s/M", KeyError("a real bug"))  # type: ignore[arg-type]
+    assert "unexpected error in servicer" in caplog.text
+    # The caller saw its deadline: UNKNOWN here fed the error ratio and the availability SLO.
+    assert code_of(ctx, KeyError("a real bug")) == grpc.StatusCode.DEADLINE_EXCEEDED  # type: ignore[arg-type]
 
 
 async def test_a_servicer_bug_aborts_unknown_without_its_text(
