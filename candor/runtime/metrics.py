@@ -115,6 +115,13 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
         self._m = metrics
         self._services = frozenset(services)
         """The services this server has: the only grpc_service values an unknown method gets."""
+        self._closing = asyncio.Event()
+        """Set at shutdown: writing handlers' open calls (grpc's health Watch, which never
+        returns by itself) then end UNAVAILABLE instead of holding the server's grace."""
+
+    def end_open_writers(self) -> None:
+        """End the writing handlers' open calls (at shutdown, after the drain delay)."""
+        self._closing.set()
 
     async def intercept_service(
         self,
@@ -160,7 +167,7 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
         if handler.unary_stream:
             inner_us = handler.unary_stream
             if not inspect.isasyncgenfunction(inner_us):
-                inner_us = _yielding(inner_us)
+                inner_us = _yielding(inner_us, self._closing)
 
             async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
                 labels = ("server_stream", service, method)
@@ -200,13 +207,27 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
 
 def _yielding(
     writes: Callable[[Any, grpc.aio.ServicerContext], Awaitable[None]],
+    closing: asyncio.Event,
 ) -> Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]:
     """A streaming handler that writes with context.write() (grpc's own health Watch) as an
     async generator: this wrapper, and OpenTelemetry's around it, iterate what they wrap, and
-    iterating a coroutine failed every Watch with UNKNOWN."""
+    iterating a coroutine failed every Watch with UNKNOWN. Once ``closing`` is set the call
+    ends UNAVAILABLE (the caller watches elsewhere): a Watch never returns by itself, and a
+    cancelled one never sent its status, so the server waited out its grace either way."""
 
     async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        await writes(request, context)
+        writer = asyncio.ensure_future(writes(request, context))
+        stop = asyncio.ensure_future(closing.wait())
+        try:
+            await asyncio.wait({writer, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            if not writer.done():
+                writer.cancel()
+        if writer.done() and not writer.cancelled():
+            writer.result()  # its own error, if any
+        else:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")
         nothing: tuple[Any, ...] = ()  # the handler wrote its messages itself
         for item in nothing:
             yield item

@@ -45,6 +45,7 @@ class RunningService:
     server: grpc.aio.Server
     health: health.aio.HealthServicer
     port: int
+    interceptor: MetricsInterceptor | None = None
 
     @property
     def address(self) -> str:
@@ -61,6 +62,10 @@ class RunningService:
 
     async def stop(self, grace: float | None = None) -> None:
         grace = self.spec.settings.grace_seconds if grace is None else grace
+        if self.interceptor is not None:
+            # A health Watch never ends by itself: it held every shutdown for the whole grace
+            # period. Its caller has seen NOT_SERVING by now.
+            self.interceptor.end_open_writers()
         await self.server.stop(grace)
         self.spec.metrics.close()
         if self.spec.on_stop is not None:
@@ -90,8 +95,9 @@ async def start_service(spec: ServiceSpec) -> RunningService:
     server: grpc.aio.Server | None = None
     try:
         configure_tracing(spec.name)
+        interceptors = server_interceptors(spec.metrics, services=[spec.name])
         server = grpc.aio.server(
-            interceptors=server_interceptors(spec.metrics, services=[spec.name]),
+            interceptors=interceptors,
             options=[
                 ("grpc.max_receive_message_length", s.max_message_bytes),
                 ("grpc.max_send_message_length", s.max_message_bytes),
@@ -122,7 +128,8 @@ async def start_service(spec: ServiceSpec) -> RunningService:
         if spec.on_stop is not None:
             await spec.on_stop()
         raise
-    running = RunningService(spec, server, health_servicer, port)
+    metered = next(i for i in interceptors if isinstance(i, MetricsInterceptor))
+    running = RunningService(spec, server, health_servicer, port, metered)
     await running.set_serving(True)
     log.info(
         "service started",

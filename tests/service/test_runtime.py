@@ -277,3 +277,19 @@ def test_a_second_server_cannot_share_a_port_another_candor_server_listens_on() 
         loop.run(first.stop(0))
     finally:
         loop.close()
+
+
+def test_an_open_health_watch_does_not_hold_up_shutdown(slow_server):  # type: ignore[no-untyped-def]
+    # grpc's Watch never ends by itself: the server waited out its whole grace period (10 s
+    # here, 35 s for the gate) for it on every shutdown.
+    proc, target, _ = slow_server
+    with grpc.insecure_channel(target) as ch:
+        watch = health_pb2_grpc.HealthStub(ch).Watch(
+            health_pb2.HealthCheckRequest(service=SERVICE), timeout=30
+        )
+        assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert next(watch).status == health_pb2.HealthCheckResponse.NOT_SERVING
+        assert proc.wait(15) == 0
+        assert time.monotonic() - started < 5  # the drain delay (1 s), not the grace (10 s)
