@@ -219,11 +219,14 @@ SCAFFOLD = frozenset(
 
 
 @lru_cache(maxsize=65536)
-def zipf(word: str) -> float:
-    """How common ``word`` is in English (wordfreq's Zipf scale: ~3 is once per million words)."""
-    from wordfreq import zipf_frequency
+def zipf(word: str, language: str = "en") -> float:
+    """How common ``word`` is in ``language`` (wordfreq's Zipf scale: ~3 is once per million
+    words); 0 for a language wordfreq does not know."""
+    from wordfreq import available_languages, zipf_frequency
 
-    return float(zipf_frequency(word, "en"))
+    if language not in available_languages():
+        return 0.0
+    return float(zipf_frequency(word, language))
 
 
 def units(text: str) -> list[str]:

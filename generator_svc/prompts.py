@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from candor.text import UNIT, content_terms, units
+from candor.text import UNIT, content_terms, units, words, zipf
 from generator_svc.citations import QUOTED, CitationClaim, critical_tokens, normalise
 from generator_svc.llm.base import EvidenceItem, GenerationInput
 
@@ -222,7 +222,9 @@ def fit_to_budget(evidence: Sequence[EvidenceItem], budget_tokens: int) -> Budge
 # --- the [n] citation form --------------------------------------------------------------------
 
 _MARKER = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\n+")
+# CJK sentences end at their own full stops, with no space after: a Chinese statement then a
+# question was one sentence, a question, and passed as a clarification.
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])\s*|\n+")
 _BULLET = re.compile(r"^\s*(?:[-*•+]|\d{1,3}[.)])\s+")
 _EDGE_JUNK = " \t\n.,;:!?)]}*_"
 
@@ -236,33 +238,68 @@ def visible_text(text: str) -> str:
     return _HIDDEN.sub(" ", text)
 
 
-def _states_nothing(sentence: str) -> bool:
-    """A question, a list label ("Steps:") or a word or two of filler: nothing to cite."""
+def _states_nothing(sentence: str, lead_in: Callable[[str], bool] | None = None) -> bool:
+    """A question, a list's lead-in or a word or two of filler: nothing to cite.
+
+    ``lead_in`` is given when a list follows the sentence: a colon line then is its lead-in
+    ("To void a label, follow these steps:") if ``lead_in`` says it borrows all its rarer words
+    from the evidence. Without a list a colon ends a claim ("All refunds are free:"), and so
+    does a lead-in with words of its own ("Refunds are instant and free for everyone:", whose
+    "instant" and "free" the items' checks never read).
+    """
     bare = sentence.strip().strip("*_ ")
     if bare.endswith(("?", "？", "؟")):
         return True
     if bare.casefold().rstrip(".!") == "yes":
         return False  # the answer to the question, as much as "No." is
     stated = critical_tokens(normalise(bare))
-    words = len(bare.split())
-    # A label is short: "Refunds are instant and free for everyone:" is a claim with a colon.
-    return not stated and ((bare.endswith(":") and words <= MAX_LABEL_WORDS) or words < 3)
+    if bare.endswith((":", "：")) and lead_in is not None:
+        return not stated and lead_in(bare)
+    return not stated and len(units(bare)) < 3
 
 
-MAX_LABEL_WORDS = 6
-"""A colon ends a list's label ("To void a label:") only this short; longer is a claim."""
+def lead_in_rule(evidence: Sequence[str], language: str = "") -> Callable[[str], bool]:
+    """Whether a colon line before a list says nothing the evidence does not: each of its
+    words rarer than the language's function words is one the evidence uses."""
+    known = {t for text in evidence for t in content_terms(text)}
+
+    def holds(sentence: str) -> bool:
+        lang = language_of(language, sentence)
+        return all(
+            max(zipf(w, lang), zipf(w)) >= COMMON_ZIPF or known.intersection(content_terms(w))
+            for w in words(sentence)
+        )
+
+    return holds
+
+
 MAX_CAVEAT_WORDS = 12
 """The caveat in any language is a short sentence; a longer first sentence is checked."""
 MAX_CLARIFY_WORDS = 30
+COMMON_ZIPF = 4.5
+"""A word this common in its language (wordfreq Zipf: "puede", "ist", "peut", "may") carries
+no claim of its own; rarer ones ("refund", "incompleto") do."""
 
 
-def caveat_rule(caveat: str, evidence: Sequence[str]) -> Callable[[str], bool]:
+def language_of(tag: str, text: str) -> str:
+    """The two-letter language of a tag ("pt_BR.UTF-8" -> "pt"), else the one ``text`` reads as."""
+    base = re.split(r"[-_.@]", tag, maxsplit=1)[0].casefold()
+    if base:
+        return base
+    import py3langid.langid as langid
+
+    return str(langid.classify(text)[0])
+
+
+def caveat_rule(caveat: str, evidence: Sequence[str], language: str = "") -> Callable[[str], bool]:
     """Whether an UNCERTAIN answer's first sentence may be its caveat, which cites nothing.
 
     The model writes the caveat first, translated into the answer's language, so it cannot be
     matched word for word: any first sentence used to be spared, and "2FA can be bypassed with
     the code 0000." passed as verified. Now only the configured caveat itself, or a short
-    sentence that states no number or negation and borrows no word from the evidence, is.
+    sentence that states no number or negation and shares with the evidence no word rarer than
+    the language's function words ("Esto puede estar incompleto." beside Spanish evidence that
+    says "puede" is a caveat; "Every refund is instant." beside "refunds" is a claim), is.
     """
     own = normalise(caveat)
     known = {t for text in evidence for t in content_terms(text)}
@@ -271,28 +308,47 @@ def caveat_rule(caveat: str, evidence: Sequence[str]) -> Callable[[str], bool]:
         if normalise(sentence) == own:
             return True
         bare = normalise(sentence)
-        return (
-            len(bare.split()) <= MAX_CAVEAT_WORDS
-            and not critical_tokens(bare)
-            and not known.intersection(content_terms(sentence))
+        if len(units(bare)) > MAX_CAVEAT_WORDS or critical_tokens(bare):
+            return False
+        lang = language_of(language, sentence)
+        return not any(
+            known.intersection(content_terms(w)) and max(zipf(w, lang), zipf(w)) < COMMON_ZIPF
+            for w in words(sentence)
         )
 
     return spared
+
+
+def _says_something(sentence: str) -> bool:
+    """The lead-in rule without evidence to read: every colon line is checked."""
+    return False
+
+
+def lead_in_of(inp: GenerationInput) -> Callable[[str], bool]:
+    """The lead-in rule for ``inp``'s answer."""
+    return lead_in_rule([e.text for e in inp.evidence], inp.language)
 
 
 def spare_first(inp: GenerationInput) -> Callable[[str], bool] | None:
     """The caveat rule for ``inp``'s answer: None (nothing spared) outside the UNCERTAIN tier."""
     if inp.tier != "uncertain":
         return None
-    return caveat_rule(inp.caveat or DEFAULT_CAVEAT, [e.text for e in inp.evidence])
+    evidence = [e.text for e in inp.evidence]
+    return caveat_rule(inp.caveat or DEFAULT_CAVEAT, evidence, inp.language)
 
 
-def uncited_sentences(text: str, spare_first: Callable[[str], bool] | None = None) -> list[str]:
+def uncited_sentences(
+    text: str,
+    spare_first: Callable[[str], bool] | None = None,
+    lead_in: Callable[[str], bool] | None = None,
+) -> list[str]:
     """Sentences of a ``cite_markers`` answer that state something but close no ``[n]``.
 
     The prompt asks for a marker after every sentence that states a fact; one without is
     checked by nothing, so it must not pass as verified. ``spare_first`` (``caveat_rule``)
-    says whether the first sentence is the UNCERTAIN tier's caveat.
+    says whether the first sentence is the UNCERTAIN tier's caveat; ``lead_in``
+    (``lead_in_rule``) whether a colon line before a list says nothing of its own (without
+    it, none does).
     """
     visible = visible_text(text)
     segments: list[tuple[str, bool]] = []
@@ -301,22 +357,25 @@ def uncited_sentences(text: str, spare_first: Callable[[str], bool] | None = Non
         segments.append((visible[last_end : m.start()], True))
         last_end = m.end()
     segments.append((visible[last_end:], False))
-    out: list[str] = []
-    first = True
+    flat: list[tuple[str, bool]] = []  # (piece, closes a marker)
     for segment, closed in segments:
         pieces = [p.strip() for p in _SENTENCE_BREAK.split(segment) if p.strip(_EDGE_JUNK)]
-        for i, piece in enumerate(pieces):
-            spared = (closed and i == len(pieces) - 1) or (
-                first and spare_first is not None and spare_first(piece)
-            )
-            first = False
-            if not spared and not _states_nothing(_BULLET.sub("", piece)):
-                out.append(piece)
+        flat += [(piece, closed and i == len(pieces) - 1) for i, piece in enumerate(pieces)]
+    out: list[str] = []
+    for i, (piece, cited) in enumerate(flat):
+        spared = cited or (i == 0 and spare_first is not None and spare_first(piece))
+        before_list = i + 1 < len(flat) and bool(_BULLET.match(flat[i + 1][0]))
+        rule = (lead_in or _says_something) if before_list else None
+        if not spared and not _states_nothing(_BULLET.sub("", piece), rule):
+            out.append(piece)
     return out
 
 
 def unspanned_sentences(
-    text: str, spans: Sequence[tuple[int, int]], spare_first: Callable[[str], bool] | None = None
+    text: str,
+    spans: Sequence[tuple[int, int]],
+    spare_first: Callable[[str], bool] | None = None,
+    lead_in: Callable[[str], bool] | None = None,
 ) -> list[str]:
     """Sentences of a natively cited answer (Cohere) that no citation span touches.
 
@@ -332,17 +391,16 @@ def unspanned_sentences(
         bounds.append((start, m.start()))
         start = m.end()
     bounds.append((start, len(masked)))
+    kept = [(lo, hi) for lo, hi in bounds if masked[lo:hi].strip().strip(_EDGE_JUNK)]
     out: list[str] = []
-    first = True
-    for lo, hi in bounds:
+    for i, (lo, hi) in enumerate(kept):
         piece = masked[lo:hi].strip()
-        if not piece.strip(_EDGE_JUNK):
-            continue
-        spared = first and spare_first is not None and spare_first(piece)
-        first = False
+        spared = i == 0 and spare_first is not None and spare_first(piece)
         # A span over hidden markup alone is no citation of what the reader sees.
         covered = any(masked[max(a, lo) : min(b, hi)].strip() for a, b in spans)
-        if not spared and not covered and not _states_nothing(_BULLET.sub("", piece)):
+        before_list = i + 1 < len(kept) and bool(_BULLET.match(masked[slice(*kept[i + 1])].strip()))
+        rule = (lead_in or _says_something) if before_list else None
+        if not spared and not covered and not _states_nothing(_BULLET.sub("", piece), rule):
             out.append(piece)
     return out
 
@@ -421,18 +479,30 @@ def parse_marked_citations(
     return tuple(CitationClaim(*key) for key in out)
 
 
-def looks_like_clarification(text: str, citations: Sequence[CitationClaim]) -> bool:
+def looks_like_clarification(
+    text: str, citations: Sequence[CitationClaim], query: str = ""
+) -> bool:
     """An answer that cites nothing and is one question is the seed-001 clarifying question.
 
     One sentence: "Codes last 90 days. Want to know more?" states an uncited fact first. It
-    passes unchecked, so it may hold no number or negation and stay short: "Did you know
-    unused labels can be voided within 90 days?" is a claim dressed as a question.
+    passes unchecked, so it stays short, joins no statement to it with ";", and holds no
+    number the question did not ("Did you know unused labels can be voided within 90 days?"
+    is a claim dressed as a question; "Do you mean error 404?" asked about 404 is not).
+    Negations and number words are fine: "orders that haven't shipped", "the first one".
     """
     pieces = [p for p in _SENTENCE_BREAK.split(visible_text(text).strip()) if p.strip()]
+    if citations or len(pieces) != 1:
+        return False
+    question = pieces[0].strip()
+    asked = set(critical_tokens(normalise(query)))
+    numbers = [
+        t
+        for t in critical_tokens(normalise(question))
+        if any(c.isdigit() for c in t) and t not in asked
+    ]
     return (
-        not citations
-        and len(pieces) == 1
-        and pieces[0].rstrip().rstrip("\"'”»)").endswith(("?", "？", "؟"))
-        and len(pieces[0].split()) <= MAX_CLARIFY_WORDS
-        and not critical_tokens(normalise(pieces[0]))
+        question.rstrip("\"'”»)").endswith(("?", "？", "؟"))
+        and ";" not in question
+        and len(units(question)) <= MAX_CLARIFY_WORDS
+        and not numbers
     )

@@ -24,6 +24,7 @@ from candor.runtime.server import ServiceSpec
 from candor.runtime.validation import check_language, check_query
 from candor.secrets import read_secret
 from candor.settings import Settings, SettingsError
+from candor.text import zipf
 from candor.token import InMemoryReplayStore, KeyRing, TokenError, TokenVerifier
 from generator_svc.citations import verify_citations
 from generator_svc.groundedness import GroundednessResult, check_groundedness
@@ -31,7 +32,7 @@ from generator_svc.llm.base import BackendError, Draft, EvidenceItem, Generation
 from generator_svc.llm.extractive import CAVEAT, ExtractiveBackend
 from generator_svc.llm.retry import RetryPolicy
 from generator_svc.options import GeneratorOptions
-from generator_svc.prompts import PromptTemplates, fit_to_budget, load_templates
+from generator_svc.prompts import PromptTemplates, fit_to_budget, language_of, load_templates
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["GeneratorService"].full_name
 log = logging.getLogger("candor.generator")
@@ -367,6 +368,11 @@ def build_generator(settings: Settings) -> ServiceSpec:
     options = GeneratorOptions.from_settings(g)
     templates = load_templates(options.prompts_path)
     backend = build_backend(options, templates)
+    if backend.name != "extractive":
+        # The LLM backends' caveat and lead-in checks read word frequencies, and the answer's
+        # language when the request names none: loaded here, not in the first answer's time.
+        language_of("", "warm up the language model")
+        zipf("warm")
     log.info(
         "generator backend selected",
         extra={"backend": backend.name, "prompt_version": templates.version},

@@ -39,6 +39,7 @@ from generator_svc.llm.retry import (
 from generator_svc.prompts import (
     PromptTemplates,
     estimate_tokens,
+    lead_in_of,
     looks_like_clarification,
     render,
     sentence_around,
@@ -206,10 +207,12 @@ class CohereBackend:
             raise BackendError("UPSTREAM_ERROR", "Cohere returned no text")
         claims = _with_sentences(text, cited)
         input_tokens, output_tokens = usage or (0, 0)
-        clarification = looks_like_clarification(text, claims)
+        clarification = looks_like_clarification(text, claims, inp.query)
         unverifiable = [
             f"cites nothing: {sentence!r}"
-            for sentence in unspanned_sentences(text, _locate(text, spans), spare_first(inp))
+            for sentence in unspanned_sentences(
+                text, _locate(text, spans), spare_first(inp), lead_in_of(inp)
+            )
         ]
         if truncated:
             unverifiable.append(TRUNCATED)

@@ -27,6 +27,7 @@ from generator_svc.llm.retry import (
 from generator_svc.prompts import (
     PromptTemplates,
     estimate_tokens,
+    lead_in_of,
     looks_like_clarification,
     parse_marked_citations,
     render,
@@ -178,13 +179,14 @@ class OpenAICompatBackend:
         if not text.strip():
             raise BackendError("UPSTREAM_ERROR", f"the model returned no text (finish {finish!r})")
         unverifiable = [
-            f"cites nothing: {sentence!r}" for sentence in uncited_sentences(text, spare_first(inp))
+            f"cites nothing: {sentence!r}"
+            for sentence in uncited_sentences(text, spare_first(inp), lead_in_of(inp))
         ]
         if finish == "length":
             log.warning("LLM answer hit max_tokens", extra={"backend": self.name})
             unverifiable.append(TRUNCATED)
         citations = parse_marked_citations(text, inp.evidence)
-        clarification = looks_like_clarification(text, citations)
+        clarification = looks_like_clarification(text, citations, inp.query)
         prompt_tokens = usage.get("prompt_tokens")
         completion_tokens = usage.get("completion_tokens")
         yield Draft(

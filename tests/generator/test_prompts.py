@@ -17,6 +17,7 @@ from generator_svc.prompts import (
     estimate_tokens,
     evidence_tokens,
     fit_to_budget,
+    lead_in_rule,
     load_templates,
     looks_like_clarification,
     parse_marked_citations,
@@ -264,10 +265,18 @@ def test_an_uncited_yes_states_something() -> None:
     assert uncited_sentences("Steps: Void it. [1]") == []
 
 
-def test_a_long_sentence_ending_in_a_colon_is_a_claim_not_a_label() -> None:
-    claim = "Refunds are instant and free for everyone:"
-    assert uncited_sentences(f"{claim}\n- Labels can be voided within 30 days. [1]") == [claim]
-    assert uncited_sentences("To void a label:\n- Go to Shipments. [1]") == []
+def test_a_colon_line_is_a_lead_in_only_before_a_list() -> None:
+    claim = "All refunds are free:"
+    assert uncited_sentences(f"{claim}\nYou can void an unused label. [1]") == [claim]
+    rule = lead_in_rule([VOIDING.text])
+    lead_in = "To void an unused label, follow these steps:"
+    assert uncited_sentences(f"{lead_in}\n- Go to Shipments. [1]", lead_in=rule) == []
+    # Its rarer words are all the evidence's own; a lead-in with words of its own is a claim
+    # (the items' checks never read "instant" or "everyone").
+    bogus = "Refunds are instant and free for everyone:"
+    assert uncited_sentences(f"{bogus}\n- Go to Shipments. [1]", lead_in=rule) == [bogus]
+    # With no evidence to read, every colon line is checked.
+    assert uncited_sentences(f"{lead_in}\n- Go to Shipments. [1]") == [lead_in]
 
 
 def test_only_the_caveat_is_spared_at_the_head_of_an_uncertain_answer() -> None:
@@ -275,6 +284,16 @@ def test_only_the_caveat_is_spared_at_the_head_of_an_uncertain_answer() -> None:
     cited = " You can void an unused label within 30 days of buying it. [1]"
     for caveat in ("This may be incomplete.", "Esto puede estar incompleto.", "Peut-être partiel."):
         assert uncited_sentences(caveat + cited, spare) == [], caveat
+    # Beside evidence in its own language, a caveat shares its function words, not a claim.
+    spanish = caveat_rule(
+        "This may be incomplete.",
+        ["Puede anular una etiqueta no usada en 30 días. Esto se hace en Envíos."],
+        "es",
+    )
+    assert spanish("Esto puede estar incompleto.")
+    assert not spanish("Puede anular cualquier etiqueta.")  # "anular", "etiqueta": a claim
+    german = caveat_rule("This may be incomplete.", ["Dies ist in 30 Tagen möglich."], "de")
+    assert german("Dies ist möglicherweise unvollständig.")
     for claim in (
         "Two-factor authentication can be bypassed with the backup code 0000.",
         "Refunds are never paid back.",
@@ -306,5 +325,15 @@ def test_clarification_detection() -> None:
     assert not looks_like_clarification(
         "Did you know unused labels can be voided within 90 days?", ()
     )
-    assert not looks_like_clarification("Didn't you know refunds are never paid?", ())
     assert not looks_like_clarification(" ".join(["word"] * 40) + "?", ())
+    assert not looks_like_clarification("Brazil won in 1998, beating France; anything else?", ())
+    assert not looks_like_clarification("巴西赢得了世界杯。你还想了解什么？", ())
+    # Real clarifying questions use negations, number words and the question's own numbers.
+    for question, asked in (
+        ("Which one do you mean?", ""),
+        ("Do you mean orders that haven't shipped yet?", ""),
+        ("Are you asking only about refunds?", ""),
+        ("Do you mean the first or the second option?", ""),
+        ("Is this about error 404 on the login page?", "What does error 404 mean?"),
+    ):
+        assert looks_like_clarification(question, (), asked), question
