@@ -303,7 +303,9 @@ def _between(p: np.ndarray[Any, Any], bound: float) -> float:
         # Scores within the rounding of each other: rounded to nearest, the bound fell to or
         # below the score it must exclude, and the written config passed that negative. The
         # next 6-digit value above it excludes it.
-        written = math.floor(lower * 1e6 + 1) / 1e6
+        written = math.ceil(lower * 1e6) / 1e6
+        while written <= lower:  # float error: 0.125014 * 1e6 may ceil to itself
+            written = round(written + 1e-6, 6)
     return written
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from candor.settings import Settings
 from evals.answers import AnswerCheck, check
-from evals.datasets.format import Dataset, Question, load_dataset
+from evals.datasets.format import Dataset, Question, check_tenants, load_dataset
 from gate_svc.policy import (
     DEFAULT_POLICY_PATH,
     Decision,
@@ -197,8 +197,10 @@ def evaluate_row(
         "policies": {},
     }
     for name, config in policies.items():
+        # As the gate decides: with the config's override for the question's tenant, if any.
+        tenant_config = config.for_tenant(q.tenant or TENANT)
         row["policies"][name] = decision_entry(
-            decide(candidates, config, q.question, reader=reader)
+            decide(candidates, tenant_config, q.question, reader=reader)
         )
     if reader is not None:
         row["reader_scores"] = list(reader.scores)
@@ -284,6 +286,7 @@ def run(
     from candor.settings import load_settings
 
     data = load_dataset(dataset)
+    check_tenants(data, TENANT)
     questions = list(data.questions[:limit] if limit else data.questions)
     out.parent.mkdir(parents=True, exist_ok=True)
     corpus = load_corpus(data)

@@ -37,7 +37,7 @@ from candor.cli import client
 from candor.common.v1 import evidence_pb2
 from candor.gate.v1 import gate_pb2, gate_pb2_grpc
 from candor.retrieval.v1 import retrieval_pb2
-from evals.datasets.format import CORPUS_FILE, Dataset, Question, load_dataset
+from evals.datasets.format import CORPUS_FILE, Dataset, Question, check_tenants, load_dataset
 from evals.harness import BASELINES, RESCORABLE, TENANT, config_columns, rescore, row_head
 from gate_svc.policy import PolicyConfig, parse_policy
 
@@ -233,6 +233,7 @@ def run(
 ) -> Summary:
     """Optionally ingest the corpus, evaluate every question remotely, write rows to ``out``."""
     data = load_dataset(dataset)
+    check_tenants(data, options.tenant)
     questions = list(data.questions[:limit] if limit else data.questions)
     extra = extra_policies(policy_files)
     if options.ingest:

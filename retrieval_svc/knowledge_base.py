@@ -386,15 +386,23 @@ class KnowledgeBase:
         return _written(doc, chunks)
 
     def delete(self, tenant: str, document_ids: Sequence[str]) -> list[DocumentWrite]:
-        results = []
-        for doc_id in document_ids:
+        results: list[DocumentWrite] = []
+        for i, doc_id in enumerate(document_ids):
             try:
                 # Either store may hold chunks a failed earlier delete left behind: a retry that
-                # finds them only in the keyword store has still deleted the document.
-                n = max(self._dense.delete(tenant, doc_id), self._keyword.delete(tenant, doc_id))
+                # finds them only in the keyword store has still deleted the document. The
+                # keyword store goes first: blocked at OpenSearch's disk flood stage, it failed
+                # after the dense copy was gone, leaving the document in one arm.
+                n = max(self._keyword.delete(tenant, doc_id), self._dense.delete(tenant, doc_id))
             except Exception as exc:
                 log.exception("delete failed", extra={"document_id": doc_id})
-                results.append(DocumentWrite(doc_id, "failed", 0, f"{type(exc).__name__}: {exc}"))
+                why = f"{type(exc).__name__}: {exc}"
+                if environment_failure(exc):
+                    # No document causes a full disk or a blocked index: the rest fail now,
+                    # not one store timeout each while holding the write lock.
+                    results += [DocumentWrite(d, "failed", 0, why) for d in document_ids[i:]]
+                    break
+                results.append(DocumentWrite(doc_id, "failed", 0, why))
                 continue
             results.append(DocumentWrite(doc_id, "deleted" if n else "not_found", n))
         return results

@@ -82,7 +82,15 @@ def _listing(path: Path, notes: SourceNotes) -> list[Path]:
                 notes.skipped.append(f"{f}: a broken link")
             elif f.is_file():
                 files.append(f)
-    real = {f.resolve(): f for f in sorted(files) if not f.is_symlink()}
+    # Only a target that is itself ingested makes a link a duplicate ("guide.md -> README.md"
+    # is the one copy of that text that is ingested).
+    real = {
+        f.resolve(): f
+        for f in sorted(files)
+        if not f.is_symlink()
+        and f.suffix.lower() in TEXT_SUFFIXES
+        and f.stem.upper() not in NOT_CORPUS
+    }
     kept = []
     for f in sorted(files):
         if f.is_symlink() and f.resolve() in real:
@@ -162,7 +170,7 @@ def _jsonl_documents(f: Path) -> Iterator[retrieval_pb2.Document]:
                 f"'uri', 'question' when given){f'; not strings: {wrong}' if wrong else ''}"
             )
         kind = row.get("source_kind", "document")
-        if kind not in _KINDS:
+        if not isinstance(kind, str) or kind not in _KINDS:
             raise SystemExit(f"{f}:{n}: 'source_kind' must be one of {', '.join(_KINDS)}")
         doc_id = str(fields["id"])
         if doc_id in first:
@@ -230,6 +238,8 @@ def _rejected_documents(exc: grpc.RpcError) -> dict[int, str] | None:
         return None
     out: dict[int, str] = {}
     for name, why in field_violations_of(exc):
+        if not name:
+            continue  # "N more violation(s) not listed": the resend reports them
         m = re.match(r"documents\[(\d+)\](?:\.(\w+))?", name)
         if m is None:
             return None

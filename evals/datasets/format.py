@@ -379,16 +379,7 @@ def load_dataset(directory: Path | str) -> Dataset:
         missing = [g for g in q.gold_ids if g not in tenant_of]
         if missing and corpus_read:
             problems.append(f"{where}: gold id(s) {missing} not in {CORPUS_FILE}")
-        # Passages are indexed under their tenant and a question asked in its own: a gold
-        # passage in another tenant can never be found, and every policy would be scored
-        # against an answer no retrieval could see.
-        elsewhere = [g for g in q.gold_ids if g in tenant_of and tenant_of[g] != q.tenant]
-        if elsewhere:
-            problems.append(
-                f"{where}: gold passage(s) {elsewhere} are in tenant "
-                f"{tenant_of[elsewhere[0]] or 'default'!r} but the question is asked in "
-                f"{q.tenant or 'default'!r}: give the question that 'tenant'"
-            )
+
     manifest: dict[str, Any] | None = None
     manifest_path = root / MANIFEST_FILE
     if manifest_path.exists():
@@ -411,6 +402,28 @@ def load_dataset(directory: Path | str) -> Dataset:
         manifest=manifest,
         path=root,
     )
+
+
+def check_tenants(dataset: Dataset, default: str) -> None:
+    """Every answerable question's gold passages are in the tenant it is asked in.
+
+    Passages are indexed under their tenant (``default`` when they name none) and a question
+    is asked in its own: a gold passage in another tenant can never be found, and every policy
+    would be scored against an answer no retrieval could see. Raises DatasetFormatError.
+    """
+    tenant_of = {p.id: p.tenant or default for p in dataset.corpus}
+    problems = []
+    for q in dataset.questions:
+        asked = q.tenant or default
+        elsewhere = [g for g in q.gold_ids if tenant_of.get(g, asked) != asked]
+        if elsewhere:
+            problems.append(
+                f"question {q.id!r}: gold passage(s) {elsewhere} are in tenant "
+                f"{tenant_of[elsewhere[0]]!r} but the question is asked in {asked!r}: give the "
+                "question that 'tenant'"
+            )
+    if problems:
+        raise DatasetFormatError(problems)
 
 
 # ---------------------------------------------------------------------------------------------

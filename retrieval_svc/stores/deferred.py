@@ -45,6 +45,10 @@ def unreachable(exc: BaseException) -> bool:
             return True
         if isinstance(link, httpx.TransportError):
             return True
+        # A proxy with no backend, or a cluster still recovering, answers for the store.
+        status = getattr(link, "status_code", None)
+        if isinstance(status, int) and status in (502, 503, 504):
+            return True
         if type(link).__module__.startswith("opensearchpy") and type(link).__name__ in (
             "ConnectionError",
             "ConnectionTimeout",

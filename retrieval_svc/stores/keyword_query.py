@@ -46,9 +46,14 @@ def query_words(query: str) -> list[str]:
       (case-sensitively: "Refund refund" is two words), so OpenSearch must be asked for it once.
     * The first ``MAX_QUERY_WORDS`` are kept.
     """
-    words = [
-        w
-        for w in _OPERATORS.sub(" ", query_text(query)).split()
-        if len(w.encode()) < MAX_TOKEN_BYTES and any(c.isalnum() for c in w)
-    ]
+    words = [w for w in _OPERATORS.sub(" ", query_text(query)).split() if _has_token(w)]
     return list(dict.fromkeys(words))[:MAX_QUERY_WORDS]
+
+
+def _has_token(word: str) -> bool:
+    """Whether the analyser keeps a token of ``word``: it splits a word at characters that are
+    neither letters nor digits (a Devanagari virama, some Thai marks), so a long Hindi or Thai
+    word is several short tokens, found in the index; only a word whose every piece is
+    ``MAX_TOKEN_BYTES`` or longer can match nothing."""
+    pieces = "".join(c if c.isalnum() else " " for c in word).split()
+    return any(len(p.encode()) < MAX_TOKEN_BYTES for p in pieces)

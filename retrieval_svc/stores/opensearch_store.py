@@ -521,8 +521,24 @@ class OpenSearchKeywordStore:
             )
         except TransportError as exc:
             _raise_if_blocked(exc)
+            # At the flood stage delete-by-query is retried inside OpenSearch past our timeout:
+            # the block is only in the index's settings.
+            self._raise_if_index_blocked(exc)
             raise
         return int(response.get("deleted", 0))
+
+    def _raise_if_index_blocked(self, exc: TransportError) -> None:
+        try:
+            settings = self._client.indices.get_settings(
+                index=self._index, params={"filter_path": "*.settings.index.blocks"}
+            )
+        except TransportError:
+            return  # the original error says more
+        for body in cast(dict[str, Any], settings or {}).values():
+            blocks = body.get("settings", {}).get("index", {}).get("blocks", {})
+            held = sorted(k for k, v in blocks.items() if str(v).lower() == "true")
+            if held:
+                raise OpenSearchBlocked(f"{_BLOCKED_HINT}: index.blocks {held}") from exc
 
     def search(self, tenant: str, query: str, limit: int) -> list[Hit]:
         words = query_words(query)

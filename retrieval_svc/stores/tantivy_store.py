@@ -157,7 +157,12 @@ class TantivyKeywordStore:
         words = query_words(query)
         if not words or limit <= 0:
             return []
-        matched = self._index.parse_query(" ".join(words), ["title", "text"])
+        try:
+            matched = self._index.parse_query(" ".join(words), ["title", "text"])
+        except ValueError as exc:
+            if "Only excluding terms" not in str(exc):
+                raise
+            return []  # every word's tokens were over the analyser's length limit
         searcher = self._index.searcher()
         if not _sole_tenant(searcher, tenant):
             tenant_filter = tantivy.Query.const_score_query(

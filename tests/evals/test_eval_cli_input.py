@@ -162,3 +162,45 @@ def test_a_pass_bound_never_rounds_down_onto_the_negative_it_excludes() -> None:
     negative = 0.9736512  # the highest negative; the bound just above it
     bound = calibrate._between(np.array([0.5, negative]), negative + 1e-9)
     assert bound > negative and round(bound, 6) == bound
+
+
+def test_a_tenants_override_decides_its_questions_as_the_gate_would(tmp_path: Path) -> None:
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    (ds / "corpus.jsonl").write_text(
+        json.dumps({"id": "p1", "title": "Tyres", "text": "Tyres run at 80 psi.", "tenant": "acme"})
+        + "\n"
+    )
+    (ds / "questions.jsonl").write_text(
+        json.dumps(
+            {
+                "id": "q1",
+                "question": "What pressure do tyres run at?",
+                "answerable": True,
+                "gold_ids": ["p1"],
+                "tenant": "acme",
+            }
+        )
+        + "\n"
+    )
+    # The file's own floor passes anything; acme's refuses everything.
+    policy = tmp_path / "p.yaml"
+    policy.write_text(
+        'version: "t-1"\npolicy: seed000\nseed000: {chunk_floor: 0, answer_gate: 0}\n'
+        "tenants: {acme: {seed000: {chunk_floor: 0, answer_gate: 100}}}\n"
+    )
+    rows = tmp_path / "rows.jsonl"
+    assert (
+        main(["eval", "run", str(ds), "--out", str(rows), "--no-answers", "--policy", str(policy)])
+        == 0
+    )
+    [row] = [json.loads(line) for line in rows.read_text().splitlines()]
+    assert row["policies"]["seed000@t-1"]["outcome"] == "refuse"
+
+
+def test_the_bound_clears_the_negative_despite_float_error() -> None:
+    import numpy as np
+
+    negative = 0.125014  # 0.125014 * 1e6 is 125013.99999999999
+    bound = calibrate._between(np.array([negative, 0.1250144]), 0.1250144)
+    assert bound > negative

@@ -12,6 +12,7 @@ from evals.datasets.format import (
     DatasetFormatError,
     Passage,
     Question,
+    check_tenants,
     load_corpus,
     load_dataset,
     load_questions,
@@ -177,8 +178,11 @@ def test_a_question_is_asked_in_its_tenant_and_its_gold_must_be_there(tmp_path: 
     assert load_dataset(write_dataset(tmp_path / "copy", load_dataset(tmp_path).corpus, [q], {}))
 
     _write(tmp_path / "questions.jsonl", [{k: v for k, v in asked.items() if k != "tenant"}])
+    untagged = load_dataset(tmp_path)  # the run decides the default tenant, so it checks
     with pytest.raises(DatasetFormatError, match="give the question that 'tenant'"):
-        load_dataset(tmp_path)
+        check_tenants(untagged, "eval")
+    # A passage tagged with the run's own tenant is where an untagged question is asked.
+    check_tenants(untagged, "acme")
 
 
 def test_line_separators_inside_json_strings_are_text_not_line_breaks(tmp_path: Path) -> None:

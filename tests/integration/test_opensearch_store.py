@@ -704,3 +704,26 @@ def test_a_store_opened_to_be_read_never_creates_the_index(
     with pytest.raises(StoreMissing, match=index_name):
         OpenSearchKeywordStore(settings, create=False)
     assert not client.indices.exists(index=index_name)
+
+
+def test_a_delete_at_the_flood_stage_fails_fast_and_leaves_both_arms_whole(
+    store: OpenSearchKeywordStore, client: OpenSearch, index_name: str
+) -> None:
+    # delete-by-query is retried inside OpenSearch past our timeout at the flood stage (30 s a
+    # document), and the dense copy, deleted first, was gone: the document served by one arm.
+    kb = KnowledgeBase(_OnesEmbedder(), QdrantDenseStore(QdrantClient(":memory:"), "c", 8), store)
+    docs = [SourceDocument("t1", f"d{i}", "T", f"Refund policy {i}.", 1) for i in range(3)]
+    assert {r.outcome for r in kb.upsert(docs)} == {"written"}
+    store._write_timeout = 2.0  # the block shows as a timeout; not 30 s of it in a test
+    client.indices.put_settings(
+        index=index_name, body={"index.blocks.read_only_allow_delete": True}
+    )
+    try:
+        results = kb.delete("t1", ["d0", "d1", "d2"])
+    finally:
+        client.indices.put_settings(
+            index=index_name, body={"index.blocks.read_only_allow_delete": None}
+        )
+    assert {r.outcome for r in results} == {"failed"}
+    assert all("OpenSearchBlocked" in r.error for r in results), results
+    assert kb._dense.count() == 3 and store.count() == 3

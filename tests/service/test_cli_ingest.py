@@ -207,6 +207,7 @@ def test_links_odd_names_and_a_mistyped_path_are_said_out_loud(
         ('["not", "an", "object"]', "not a document row"),
         ('{"id": "j1", "text": null}', "not strings: ['text']"),
         ('{"id": "j1", "text": "x", "source_kind": "curated"}', "'source_kind' must be one of"),
+        ('{"id": "j1", "text": "x", "source_kind": ["document"]}', "'source_kind' must be one of"),
     ],
 )
 def test_a_bad_jsonl_row_is_named_with_its_line_and_nothing_is_sent(
@@ -255,3 +256,20 @@ def test_ask_during_a_retrieval_outage_exits_1(
     captured = capsys.readouterr()
     assert code == 1 and "retrieval is unavailable" in captured.err
     assert "[REFUSE: ARMS_UNAVAILABLE]" in captured.out
+
+
+def test_a_batch_with_many_rejected_documents_writes_the_rest(
+    tmp_path: Path, target: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Past 20 violations the service lists "N more" with no field: the ingest read that as a
+    # bad request and stopped, writing none of the good rows.
+    rows = [{"id": f"ok{i}", "text": "Refund window policy."} for i in range(3)]
+    # Two violations each (title and uri), so a batch of 16 holds more than 20.
+    bad = {"title": "Two\nlines", "uri": "u" * 5000, "text": "Refund."}
+    rows += [{"id": f"bad{i}", **bad} for i in range(25)]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["ingest", str(path), "--target", target]) == 1
+    out = capsys.readouterr().out
+    assert "ingested 3 documents" in out and "25 failed" in out
+    assert _ids(target) == {"ok0", "ok1", "ok2"}

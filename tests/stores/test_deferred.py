@@ -9,6 +9,8 @@ import socket
 import grpc
 import httpx
 import pytest
+from opensearchpy.exceptions import TransportError
+from qdrant_client.http.exceptions import UnexpectedResponse
 
 from candor.settings import QdrantSettings, RetrievalSettings
 from retrieval_svc.stores.deferred import DeferredDense, StoreUnavailable, unreachable
@@ -42,6 +44,9 @@ def _raised_from(cause: BaseException) -> BaseException:
         _raised_from(httpx.ConnectError("refused")),
         _raised_from(socket.gaierror(-2, "Name or service not known")),  # DNS not ready yet
         _Rpc(grpc.StatusCode.UNAVAILABLE),
+        # A proxy with no backend, or an OpenSearch cluster still recovering its state.
+        _raised_from(TransportError(503, "cluster_block_exception", {})),
+        UnexpectedResponse(502, "Bad Gateway", b"", httpx.Headers()),
     ],
 )
 def test_what_counts_as_unreachable(error: BaseException) -> None:

@@ -281,3 +281,20 @@ def test_a_word_with_combining_marks_is_one_query_term(
     # The query's marks were taken for syntax: "दुनिया" was searched as "द न य" and not found.
     _write(keyword_store, "t", {"marks": f"hello {word} again", "other": "nothing here"})
     assert _docs(keyword_store.search("t", word, limit=10)) == ["marks"]
+
+
+@pytest.mark.parametrize(
+    ("text", "query"),
+    [
+        ("अन्तर्राष्ट्रीय नियम लागू होते हैं", "अन्तर्राष्ट्रीय"),  # 45 bytes, short tokens
+        ("ภาษาไทยเป็นภาษาราชการ ของประเทศ", "ภาษาไทยเป็นภาษาราชการ"),  # 63 bytes
+    ],
+)
+def test_a_long_word_the_analyser_splits_into_short_tokens_is_searched(
+    keyword_store: KeywordStore, text: str, query: str
+) -> None:
+    # The query dropped any word of 40 bytes or more, though the analyser indexes such a word as
+    # several short tokens: a Hindi or Thai question found nothing.
+    _write(keyword_store, "t", {"indic": text, **DOCS})
+
+    assert _docs(keyword_store.search("t", query, limit=5))[:1] == ["indic"]
