@@ -14,9 +14,11 @@ The production twin of ``tantivy_store.TantivyKeywordStore``; same contract, sam
 
 BM25 statistics (document frequency, average length) are per shard and span all tenants, so the
 index is created with a single shard: scores then do not depend on how documents were routed.
-One difference from tantivy's BM25 is left: Lucene counts a field's documents, and their average
-length, over those with a term in that field, tantivy over all of them; so beside a chunk whose
-title holds no token, title matches score apart (tests/stores/test_keyword_parity.py).
+Two differences from tantivy's BM25 are left. Lucene counts a field's documents, and their
+average length, over those with a term in that field, tantivy over all of them; so beside a chunk
+whose title holds no token, title matches score apart (tests/stores/test_keyword_parity.py). And
+a rewritten or deleted chunk stays in Lucene's statistics until its segment merges, so scores
+drift from tantivy's after re-ingests (docs/operations.md).
 """
 
 from __future__ import annotations
