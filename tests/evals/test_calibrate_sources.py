@@ -106,9 +106,11 @@ def test_calibrate_rejects_mismatched_weights_and_a_file_without_train_rows(
     with pytest.raises(SystemExit) as exc:
         calibrate.main([str(a), str(a), "--out", str(out), "--weight", "1"])
     assert exc.value.code == 2 and "--weight given 1 time(s) for 2" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as exc:
-        calibrate.main([str(a), "--out", str(out), "--weight", "-1"])
-    assert exc.value.code == 2 and "must be positive" in capsys.readouterr().err
+    for weight in ("-1", "nan", "inf"):
+        with pytest.raises(SystemExit) as exc:
+            calibrate.main([str(a), "--out", str(out), "--weight", weight])
+        assert exc.value.code == 2
+        assert "must be a positive finite number" in capsys.readouterr().err
     with pytest.raises(SystemExit, match=r"t\.jsonl: no train-split rows"):
         calibrate.main([str(a), str(test_only), "--out", str(out)])
     assert not out.exists()
