@@ -211,6 +211,7 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
             tier=claims.tier,
             clarify_only=request.clarify_only or claims.clarify_only,
             caveat=self._templates.caveat,
+            deadline=_deadline(context),
         )
         name = self._backend.name
         # Counted here, once per actual backend call: every refusal above returned already.
@@ -349,6 +350,11 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
             },
         )
         return result
+
+
+def _deadline(context: grpc.aio.ServicerContext) -> float | None:
+    remaining = context.time_remaining()
+    return None if remaining is None else time.monotonic() + remaining
 
 
 def build_generator(settings: Settings) -> ServiceSpec:

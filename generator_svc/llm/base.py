@@ -27,6 +27,14 @@ class GenerationInput:
     caveat: str = ""
     """The UNCERTAIN tier's caveat as configured (English): the one uncited first sentence
     allowed besides a short translation of it."""
+    deadline: float | None = None
+    """``time.monotonic()`` by which the caller wants the answer; retries never wait past it."""
+
+
+CHARS_PER_TOKEN_CAP = 16
+"""A reply is read up to ``max_output_tokens`` times this many characters (generous for any
+script): an endpoint that ignores ``max_tokens`` streamed 50 MB, all forwarded, and the checks
+after it stalled the event loop for 24 s."""
 
 
 TRUNCATED = "the answer was cut at the model's output limit"

@@ -23,6 +23,7 @@ from cohere.core.http_sse import SSEError
 
 from generator_svc.citations import CitationClaim, normalise
 from generator_svc.llm.base import (
+    CHARS_PER_TOKEN_CAP,
     TRUNCATED,
     BackendError,
     Draft,
@@ -162,6 +163,7 @@ class CohereBackend:
             backend=self.name,
             sleep=self._sleep,
             rng=self._rng,
+            deadline=inp.deadline,
         )
         parts: list[str] = []
         cited: list[tuple[list[CitationClaim], tuple[int | None, int | None, str]]] = []
@@ -169,6 +171,7 @@ class CohereBackend:
         usage: tuple[int, int] | None = None
         truncated = False
         ended = False
+        received = 0
         try:
             event: Any = first
             while True:
@@ -177,7 +180,11 @@ class CohereBackend:
                     text = _content_text(event)
                     if text:
                         parts.append(text)
+                        received += len(text)
                         yield text
+                    if received > self._max_tokens * CHARS_PER_TOKEN_CAP:
+                        truncated = ended = True  # it ignored max_tokens: stop reading
+                        break
                 elif kind == "citation-start":
                     found = _claims(event, inp.evidence)
                     if found:

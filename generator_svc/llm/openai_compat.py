@@ -16,7 +16,13 @@ from typing import Any
 
 import httpx
 
-from generator_svc.llm.base import TRUNCATED, BackendError, Draft, GenerationInput
+from generator_svc.llm.base import (
+    CHARS_PER_TOKEN_CAP,
+    TRUNCATED,
+    BackendError,
+    Draft,
+    GenerationInput,
+)
 from generator_svc.llm.retry import (
     RetryableError,
     RetryPolicy,
@@ -137,8 +143,10 @@ class OpenAICompatBackend:
             backend=self.name,
             sleep=self._sleep,
             rng=self._rng,
+            deadline=inp.deadline,
         )
         parts: list[str] = []
+        received = 0
         usage: dict[str, Any] = {}
         finish = ""
         try:
@@ -166,7 +174,11 @@ class OpenAICompatBackend:
                     text = delta.get("content") if isinstance(delta, dict) else None
                     if isinstance(text, str) and text:
                         parts.append(text)
+                        received += len(text)
                         yield text
+                if received > self._max_tokens * CHARS_PER_TOKEN_CAP:
+                    finish, done = "length", True  # it ignored max_tokens: stop reading
+                    break
             if not done:
                 raise _malformed("the stream ended before data: [DONE]")
         except httpx.TimeoutException as exc:

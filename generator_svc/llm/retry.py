@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
@@ -72,8 +73,11 @@ async def open_with_retries(
     backend: str,
     sleep: Sleep = asyncio.sleep,
     rng: Callable[[], float] = random.random,
+    deadline: float | None = None,
 ) -> T:
-    """Run ``open_once`` until it returns, retrying RetryableError with backoff."""
+    """Run ``open_once`` until it returns, retrying RetryableError with backoff; a retry that
+    would start after ``deadline`` (``time.monotonic()``) is not waited for: the caller has
+    gone by then, and a 429 counted as a cancel hid the rate limit."""
     attempt = 0
     while True:
         try:
@@ -84,6 +88,12 @@ async def open_with_retries(
                     exc.reason, f"{exc} (gave up after {attempt + 1} attempts)", status=exc.status
                 ) from exc
             delay = policy.delay(attempt, exc.retry_after, rng)
+            if deadline is not None and time.monotonic() + delay >= deadline:
+                raise BackendError(
+                    exc.reason,
+                    f"{exc} (no retry: the next would start after the caller's deadline)",
+                    status=exc.status,
+                ) from exc
             log.warning(
                 "LLM request failed, retrying",
                 extra={

@@ -318,3 +318,33 @@ def test_base_url_and_model_are_required() -> None:
         backend(Recorder(), model="")
     with pytest.raises(ValueError, match="base_url"):
         backend(Recorder(), base_url="")
+
+
+async def test_a_retry_that_would_start_after_the_callers_deadline_is_not_waited_for() -> None:
+    # Retry-After 8 s with 5 s left: the retry waited past the deadline, and the 429 reached
+    # the metrics as a cancel.
+    import dataclasses
+    import time
+
+    sleeps = Sleeps()
+    rec = Recorder(
+        httpx.Response(429, headers={"retry-after": "8"}, json={"error": {"message": "slow"}}),
+        ok(oa_answer_chunks(ANSWER)),
+    )
+    inp = dataclasses.replace(gen_input(), deadline=time.monotonic() + 5)
+    with pytest.raises(BackendError) as err:
+        await collect(backend(rec, sleeps).stream(inp))
+    assert err.value.reason == "RATE_LIMITED" and "deadline" in str(err.value)
+    assert sleeps.delays == [] and len(rec.requests) == 1
+
+
+async def test_a_reply_far_past_max_tokens_is_cut_and_not_verified() -> None:
+    # An endpoint that ignores max_tokens streamed 50 MB, all of it forwarded and checked.
+    from generator_svc.llm.base import CHARS_PER_TOKEN_CAP, TRUNCATED
+
+    piece = "All refunds are instant. " * 40
+    pieces = [piece] * 200  # ~200 kB
+    rec = Recorder(ok(oa_answer_chunks(pieces)))
+    deltas, draft = await collect(backend(rec, max_output_tokens=64).stream(gen_input()))
+    assert len("".join(deltas)) <= 64 * CHARS_PER_TOKEN_CAP + len(piece)
+    assert TRUNCATED in draft.unverifiable

@@ -59,8 +59,14 @@ class Aborted(Exception):
 
 
 class FakeContext:
+    def __init__(self, remaining: float | None = None) -> None:
+        self.remaining = remaining
+
     def invocation_metadata(self) -> tuple[()]:
         return ()
+
+    def time_remaining(self) -> float | None:
+        return self.remaining
 
     async def abort_with_status(self, status: grpc.Status) -> None:
         raise Aborted(status)
