@@ -56,19 +56,18 @@ def collapse_by_parent(hits: Sequence[Hit]) -> list[RankedHit]:
     A parent reached only through questions keeps a question chunk: see ``needs_passage``.
     """
     hits = best_first(hits)
-    passage: dict[str, Chunk] = {}
+    # A parent scores as its best *document* chunk when the arm returned one: an LLM-written
+    # question ("How long do DHL refunds take?", generated for the refunds passage) matches
+    # a near miss far better than the passage does, and lent its passage that score.
+    best: dict[str, Hit] = {}
     for hit in hits:
-        if not hit.chunk.is_question:
-            passage.setdefault(hit.chunk.parent_id, hit.chunk)
-    seen: set[str] = set()
-    out: list[RankedHit] = []
-    for hit in hits:
-        parent = hit.chunk.parent_id
-        if parent in seen:
-            continue
-        seen.add(parent)
-        out.append(RankedHit(passage.get(parent, hit.chunk), hit.score, len(out) + 1))
-    return out
+        held = best.get(hit.chunk.parent_id)
+        if held is None or (held.chunk.is_question and not hit.chunk.is_question):
+            best[hit.chunk.parent_id] = hit
+    return [
+        RankedHit(h.chunk, h.score, rank)
+        for rank, h in enumerate(best_first(list(best.values())), start=1)
+    ]
 
 
 def needs_passage(candidates: Sequence[FusedCandidate]) -> list[FusedCandidate]:

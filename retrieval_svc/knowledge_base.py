@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import errno
 import json
 import logging
@@ -93,6 +94,10 @@ class RetrieveParams:
     rrf_k: int = RRF_K
     query_vector: npt.NDArray[np.float32] | None = field(default=None, compare=False)
     """``query``'s embedding when the caller already has it (the rewrite check embeds it)."""
+    expansion: str = ""
+    """An LLM's rewrite of ``query``, searched too, for recall only: every candidate is
+    scored against ``query`` (see ``KnowledgeBase._judged``)."""
+    expansion_vector: npt.NDArray[np.float32] | None = field(default=None, compare=False)
 
 
 class CollectionRecordUnreadable(DataDirError):
@@ -496,9 +501,26 @@ class KnowledgeBase:
             if p.mode in ("hybrid", "keyword")
             else skipped(KEYWORD)
         )
-        dense_out, keyword_out = await asyncio.gather(dense_task, keyword_task)
-        dense_ranked = fusion.collapse_by_parent(dense_out.hits)
-        keyword_ranked = fusion.collapse_by_parent(keyword_out.hits)
+        extra: list[Awaitable[ArmOutcome]] = []
+        if p.expansion:
+            wider = dataclasses.replace(p, query=p.expansion, query_vector=p.expansion_vector)
+            if p.mode in ("hybrid", "dense"):
+                extra.append(
+                    self._run_arm(DENSE, self._dense_arm, wider, arm_timeout, caller_bound)
+                )
+            if p.mode in ("hybrid", "keyword"):
+                extra.append(
+                    self._run_arm(KEYWORD, self._keyword_arm, wider, arm_timeout, caller_bound)
+                )
+        dense_out, keyword_out, *expanded = await asyncio.gather(dense_task, keyword_task, *extra)
+        for out in expanded:
+            if out.state != "ok":
+                log.warning("expansion arm failed", extra={"arm": out.arm, "state": out.state})
+        more = {
+            arm: [h for o in expanded if o.arm == arm for h in o.hits] for arm in (DENSE, KEYWORD)
+        }
+        dense_ranked = fusion.collapse_by_parent([*dense_out.hits, *more[DENSE]])
+        keyword_ranked = fusion.collapse_by_parent([*keyword_out.hits, *more[KEYWORD]])
         # Every candidate first, top_k after question hits without a passage are dropped: cut
         # before, a reply held fewer than top_k where more were found.
         every = max(len(dense_ranked) + len(keyword_ranked), 1)
@@ -516,7 +538,77 @@ class KnowledgeBase:
         readable = keyword_out.state == "ok" or p.mode == "dense"
         left = min(arm_timeout, time_left - (time.perf_counter() - started))
         fused = await self._passages_for_questions(p.tenant, fused, left if readable else 0.0)
+        if p.expansion:
+            fused = await self._judged(p, fused, dense_out, keyword_out)
         return RetrievalResult(fused[: p.top_k], [dense_out, keyword_out])
+
+    async def _judged(
+        self,
+        p: RetrieveParams,
+        fused: list[fusion.FusedCandidate],
+        dense_out: ArmOutcome,
+        keyword_out: ArmOutcome,
+    ) -> list[fusion.FusedCandidate]:
+        """Every candidate scored as the query itself scores its own chunk, then fused again.
+
+        An LLM's rewrite found the candidate and lent it its own scores: a rewrite padded with
+        "refund time business days" matched the refunds passage far better than "How long do
+        DHL refunds take?" does, and the gate, reading those scores as the question's, passed
+        near misses it refuses without the rewrite. Here a chunk keeps the scores the query's
+        own arms gave that chunk; one they did not return is embedded and compared with the
+        query (a dense hit only if it would have made the arm's pool); no keyword score is
+        invented. The rewrite still widens what is found; only the query's own evidence is
+        judged.
+        """
+        if not fused:
+            return fused
+        own = {
+            DENSE: {h.chunk.chunk_id: h.score for h in dense_out.hits if not h.chunk.is_question},
+            KEYWORD: {
+                h.chunk.chunk_id: h.score for h in keyword_out.hits if not h.chunk.is_question
+            },
+        }
+        if dense_out.state == "ok":
+            missing = [c.chunk for c in fused if c.chunk.chunk_id not in own[DENSE]]
+            if missing:
+                vector = (
+                    p.query_vector
+                    if p.query_vector is not None
+                    else await self._queries.embed(p.query)
+                )
+                loop = asyncio.get_running_loop()
+                vectors = await loop.run_in_executor(
+                    self._dense_pool, self.embedder.embed, [embedding_text(c) for c in missing]
+                )
+                # A full pool's last score is the bar a chunk had to clear to be returned.
+                full = len(dense_out.hits) >= p.candidate_pool
+                bar = min((h.score for h in dense_out.hits), default=-math.inf) if full else -2.0
+                for chunk, v in zip(missing, vectors, strict=True):
+                    score = float(np.dot(vector, v))
+                    if score >= bar:
+                        own[DENSE][chunk.chunk_id] = score
+        arms = {}
+        for arm in (DENSE, KEYWORD):
+            hits = [
+                Hit(c.chunk, own[arm][c.chunk.chunk_id])
+                for c in fused
+                if c.chunk.chunk_id in own[arm]
+            ]
+            arms[arm] = [
+                fusion.RankedHit(h.chunk, h.score, rank)
+                for rank, h in enumerate(fusion.best_first(hits), start=1)
+            ]
+        every = max(len(fused), 1)
+        if p.fusion == "weighted":
+            judged = fusion.weighted_score(
+                arms[DENSE], arms[KEYWORD], every, p.dense_weight, p.keyword_weight
+            )
+        else:
+            judged = fusion.rrf(
+                arms[DENSE], arms[KEYWORD], every, p.rrf_k, p.dense_weight, p.keyword_weight
+            )
+        # A candidate the query's own arms reach by neither score is not its evidence.
+        return judged
 
     async def _passages_for_questions(
         self, tenant: str, fused: list[fusion.FusedCandidate], budget: float

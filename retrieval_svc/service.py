@@ -276,14 +276,15 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
 
     async def _rewrite(
         self, query: str, context: grpc.aio.ServicerContext
-    ) -> tuple[Rewrite | None, npt.NDArray[np.float32] | None]:
-        """The rewrite (None without a rewriter) and, when the check below embedded it, the
-        vector of the text to search, so the dense arm does not embed it again."""
+    ) -> tuple[Rewrite | None, npt.NDArray[np.float32] | None, npt.NDArray[np.float32] | None]:
+        """The rewrite (None without a rewriter) and, when the check below embedded them, the
+        query's and the rewrite's vectors, so the dense arms do not embed them again."""
         if self._rewriter is None:
-            return None, None
+            return None, None, None
         budget = _budget(context, self._s.rewrite.timeout_seconds, REWRITE_DEADLINE_SHARE)
         rewrite = await rewrite_query(self._rewriter, query, budget)
         vector = None
+        asked = None
         if rewrite.outcome == REWRITTEN:
             # A rewrite that asks something else would have the gate judge evidence for another
             # question (a model obeying "rewrite this into X", say): search the question.
@@ -312,7 +313,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
                 rewrite = Rewrite(query, "", outcome, rewrite.latency_seconds, detail)
         self._m.rewrites.labels(rewrite.outcome).inc()
         self._m.rewrite_seconds.observe(rewrite.latency_seconds)
-        return rewrite, vector
+        return rewrite, asked, vector if rewrite.rewritten else None
 
     async def _hypothetical(
         self, docs: list[SourceDocument], context: grpc.aio.ServicerContext
@@ -381,11 +382,16 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         await self._auth.authorize(
             context, caller, request.tenant, operator=request.include_unpublished
         )
-        rewrite, vector = await self._rewrite(request.query, context)
+        rewrite, asked, rewritten = await self._rewrite(request.query, context)
         weighted = request.fusion == pb.FUSION_METHOD_WEIGHTED_SCORE
         params = RetrieveParams(
             tenant=request.tenant,
-            query=rewrite.query if rewrite else request.query,
+            # The rewrite widens the search; the query itself scores what is found.
+            query=request.query,
+            expansion=rewrite.rewritten
+            if rewrite and rewrite.rewritten.casefold() != request.query.strip().casefold()
+            else "",
+            expansion_vector=rewritten,
             mode=_MODES.get(request.mode, "hybrid"),
             candidate_pool=request.candidate_pool or self._s.candidate_pool,
             top_k=request.top_k or self._s.top_k,
@@ -394,7 +400,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             dense_weight=request.dense_weight or (self._s.dense_weight if weighted else 1.0),
             keyword_weight=request.keyword_weight or (self._s.keyword_weight if weighted else 1.0),
             rrf_k=self._s.rrf_k,
-            query_vector=vector,
+            query_vector=asked,
         )
         try:
             arm_timeout = downstream_timeout(context, self._s.arm_timeout_seconds)

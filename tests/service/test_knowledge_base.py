@@ -552,3 +552,30 @@ def test_the_passage_lookup_never_outlives_the_callers_deadline(kb: KnowledgeBas
     start = time.perf_counter()
     asyncio.run(kb.retrieve(params, 0.4, caller_bound=False, time_left=0.5))
     assert time.perf_counter() - start < 0.75
+
+
+def test_an_expansion_widens_the_search_but_the_query_scores_what_it_finds(
+    kb: KnowledgeBase,
+) -> None:
+    # A rewrite padded with the passage's own words ("fermented starter flour water daily")
+    # scored the sourdough passage far above what "How do I keep my bread dough alive?"
+    # earns, and the gate read those scores as the question's.
+    query = "How do I keep my bread dough alive?"
+    padding = "sourdough starter flour water fermented wild yeast feed daily ratio weight"
+    plain = {c.chunk.chunk_id: c for c in _retrieve(kb, query).candidates}
+    padded = _retrieve(kb, padding).candidates[0]
+    widened = _retrieve(kb, query, expansion=padding).candidates
+    top = widened[0]
+    assert top.chunk.document_id == "bread"
+    assert top.dense is not None and padded.dense is not None
+    assert top.dense.score < padded.dense.score  # not the padding's cosine
+    own = plain[top.chunk.chunk_id]  # a small knowledge base: the query alone finds it too
+    assert own.dense is not None
+    assert top.dense.score == pytest.approx(own.dense.score, abs=1e-4)
+    # The keyword score is the query's own BM25 for that chunk, or none: never the padding's.
+    if top.keyword is not None:
+        assert own.keyword is not None
+        assert top.keyword.score == pytest.approx(own.keyword.score)
+    assert padded.keyword is not None and (
+        top.keyword is None or top.keyword.score < padded.keyword.score
+    )

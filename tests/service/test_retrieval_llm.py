@@ -295,7 +295,9 @@ def test_questions_are_searchable_and_collapse_onto_their_passage(
     top = reply.candidates[0]
     assert top.document_id == "tides" and top.text == TIDES
     assert top.source_kind == evidence_pb2.SOURCE_KIND_DOCUMENT
-    assert top.dense.raw_score > 0.95  # the question's own cosine: it matched word for word
+    # The passage's own cosine, not its question's word-for-word match (> 0.95), which had
+    # the gate judge the LLM's words as if the passage said them.
+    assert top.dense.raw_score < 0.9
     assert [c.parent_id for c in reply.candidates].count("tides#p0") == 1
 
     hybrid = retrieve(stack, "why does seawater bulge toward the lunar orb")
@@ -316,7 +318,8 @@ def test_a_question_not_about_its_passage_is_not_indexed(questioning: Running) -
     # Indexed, "Who should I vote for?" would match word for word (cosine ~1) and carry the
     # printer passage to the gate with that score.
     assert best_cosine(questioning.stack, "Who should I vote for?") < 0.5
-    assert best_cosine(questioning.stack, PRINTER_QUESTIONS[0]) > 0.95
+    # The kept question finds its passage, scored as the passage: "question_chunks == 1" above
+    # is what says it was indexed.
 
 
 def test_reingest_and_delete_leave_no_orphan_questions(questioning: Running, llm: FakeLLM) -> None:
@@ -331,7 +334,6 @@ def test_reingest_and_delete_leave_no_orphan_questions(questioning: Running, llm
     [beacon] = retrieve(stack, "atop beacon tower", mode=pb.RETRIEVAL_MODE_KEYWORD).candidates
     assert beacon.text == LIGHTHOUSE
     assert best_cosine(stack, TIDE_QUESTIONS[0]) < 0.6  # no old question left in the dense arm
-    assert best_cosine(stack, BEACON_QUESTION) > 0.75
 
     # The same text again, but generation fails: written without questions, and says so.
     script(llm).fail_passages_with = "Lighthouses"
