@@ -8,7 +8,7 @@ import logging
 import math
 import time
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -239,6 +239,50 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         self._rewriter, self._questions = rewriter, question_generator
         # One writer at a time keeps the two stores' commits in the same order.
         self._write_lock = asyncio.Lock()
+        self._last_write: dict[tuple[str, str], asyncio.Future[None]] = {}
+        """Per (tenant, document id): the latest call that writes it, in arrival order."""
+
+    @contextlib.asynccontextmanager
+    async def _in_arrival_order(
+        self, tenant: str, ids: Sequence[str]
+    ) -> AsyncIterator[Callable[[], Awaitable[None]]]:
+        """Writes to the same documents land in the order their calls arrived.
+
+        An upsert generating hypothetical questions waits seconds for an LLM before it takes
+        the write lock: a delete (or a plainer upsert) of the same document sent after it
+        landed first, and the older call then restored what the newer one removed. Each call
+        takes its place per document on arrival and waits, before writing, for the calls that
+        arrived earlier for any of its documents (calls for other documents do not wait): the
+        context yields that wait, to await right before writing. Its place is given up only
+        once those are done and its own write has landed, even when it is cancelled.
+        """
+        loop = asyncio.get_running_loop()
+        mine: asyncio.Future[None] = loop.create_future()
+        keys = [(tenant, i) for i in dict.fromkeys(ids)]
+        earlier = {self._last_write[k] for k in keys if k in self._last_write}
+        for k in keys:
+            self._last_write[k] = mine
+
+        async def turn() -> None:
+            if earlier:
+                await asyncio.gather(*earlier)
+
+        try:
+            yield turn
+        finally:
+            pending = [f for f in earlier if not f.done()]
+
+            def done(_: object = None) -> None:
+                if not mine.done():
+                    mine.set_result(None)
+                for k in keys:
+                    if self._last_write.get(k) is mine:
+                        del self._last_write[k]
+
+            if pending:
+                asyncio.gather(*pending).add_done_callback(done)
+            else:
+                done()
 
     async def _write(self, write: Callable[[], _T], landed: Callable[[_T], None]) -> _T:
         """Run a store write in a thread under the write lock, which it holds until the write
@@ -531,21 +575,13 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             for d in request.documents
         ]
         start = time.perf_counter()
-        # Before the write lock: the LLM calls can take seconds and need no lock.
-        report = await self._hypothetical(docs, context) if request.hypothetical_questions else None
-        questions = report.questions if report else None
-
-        def upserted(landed: tuple[list[DocumentWrite], dict[str, int]]) -> None:
-            results, sizes = landed
-            self._m.ingest_seconds.observe(time.perf_counter() - start)
-            self._m.index_size(sizes)
-            for r in results:
-                self._m.documents.labels("upsert", r.outcome).inc()
-                self._m.chunks_written.inc(r.chunks)
-
-        results, _ = await self._write(
-            lambda: (self._kb.upsert(docs, None, questions), self._kb.sizes()), upserted
-        )
+        async with self._in_arrival_order(request.tenant, [d.document_id for d in docs]) as turn:
+            # Before the write lock: the LLM calls can take seconds and need no lock.
+            report = (
+                await self._hypothetical(docs, context) if request.hypothetical_questions else None
+            )
+            await turn()
+            results = await self._upsert(docs, report, start)
         return pb.UpsertDocumentsResponse(
             results=[
                 pb.DocumentResult(
@@ -559,6 +595,24 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
                 for r in results
             ]
         )
+
+    async def _upsert(
+        self, docs: list[SourceDocument], report: DocumentQuestions | None, start: float
+    ) -> list[DocumentWrite]:
+        questions = report.questions if report else None
+
+        def upserted(landed: tuple[list[DocumentWrite], dict[str, int]]) -> None:
+            results, sizes = landed
+            self._m.ingest_seconds.observe(time.perf_counter() - start)
+            self._m.index_size(sizes)
+            for r in results:
+                self._m.documents.labels("upsert", r.outcome).inc()
+                self._m.chunks_written.inc(r.chunks)
+
+        results, _ = await self._write(
+            lambda: (self._kb.upsert(docs, None, questions), self._kb.sizes()), upserted
+        )
+        return results
 
     async def DeleteDocuments(
         self, request: pb.DeleteDocumentsRequest, context: grpc.aio.ServicerContext
@@ -582,9 +636,11 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             for r in results:
                 self._m.documents.labels("delete", r.outcome).inc()
 
-        results, _ = await self._write(
-            lambda: (self._kb.delete(request.tenant, ids), self._kb.sizes()), deleted
-        )
+        async with self._in_arrival_order(request.tenant, ids) as turn:
+            await turn()
+            results, _ = await self._write(
+                lambda: (self._kb.delete(request.tenant, ids), self._kb.sizes()), deleted
+            )
         return pb.DeleteDocumentsResponse(
             results=[
                 pb.DocumentResult(
@@ -670,7 +726,9 @@ def build_retrieval(settings: Settings) -> ServiceSpec:
         if lock is not None:
             # A start that failed (a port taken, here or in the stack) served nothing: an
             # earlier unclean run's mark stays.
-            lock.release(clean=not spec.failed_start)
+            # A clean stop clears only its own run's mark: an earlier unclean run's stays
+            # for a verify that finds the stores in step (this run may not have repaired it).
+            lock.release(clean=not spec.failed_start and not lock.unclean_pid)
 
     spec = ServiceSpec(
         name=SERVICE_NAME,

@@ -54,6 +54,9 @@ class Script:
         passage = user_message(body)
         if self.fail_passages_with and self.fail_passages_with in passage:
             return oa_error(503, "model is loading")
+        if "Brambles" in passage:  # a slow model
+            time.sleep(1.5)
+            return oa_completion(json.dumps({"questions": ["Where do brambles grow?"]}))
         if "Moon" in passage:
             return oa_completion(json.dumps({"questions": TIDE_QUESTIONS}))
         if "Lighthouses" in passage:
@@ -387,3 +390,29 @@ def test_the_cli_client_asks_for_questions_only_when_told(
         report = client.ingest(ch, source, "t", None, hypothetical_questions=True)
     assert report.written == 1  # the document is written without its questions
     assert "no questions for tides" in capsys.readouterr().err
+
+
+def test_a_delete_sent_after_a_slow_upsert_lands_after_it(questioning: Running) -> None:
+    # The upsert waited seconds for its questions before taking the write lock: the delete sent
+    # after it landed first (NOT_FOUND), and the upsert then put the document back.
+    import threading
+
+    stack = questioning.stack
+    brambles = doc("brambles", "Brambles grow along hedges and ripen in late summer.")
+    upserted: list[pb.DocumentResult] = []
+    writer = threading.Thread(target=lambda: upserted.extend(upsert(stack, brambles)))
+    writer.start()
+    time.sleep(0.3)  # the upsert is waiting for its questions
+    with grpc.insecure_channel(stack.address("RetrievalService")) as ch:
+        [deleted] = (
+            retrieval_pb2_grpc.RetrievalServiceStub(ch)
+            .DeleteDocuments(
+                pb.DeleteDocumentsRequest(tenant="t", document_ids=["brambles"]), timeout=30
+            )
+            .results
+        )
+    writer.join(30)
+    assert [r.outcome for r in upserted] == [pb.DOCUMENT_OUTCOME_WRITTEN]
+    assert deleted.outcome == pb.DOCUMENT_OUTCOME_DELETED  # it waited for the upsert
+    hits = retrieve(stack, "brambles hedges late summer", mode=pb.RETRIEVAL_MODE_KEYWORD)
+    assert [c.document_id for c in hits.candidates] == []

@@ -292,3 +292,16 @@ def test_a_demo_that_cannot_run_is_refused_before_anything_starts(
     line = _one_line(capsys.readouterr().err)
     assert "--demo runs all three services with auth off" in str(line["msg"])
     assert not (tmp_path / "dense").exists()
+
+
+def test_a_clean_stop_keeps_the_mark_of_an_earlier_unclean_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # After a kill -9, one restart warned; its clean stop then erased the mark, and the next
+    # start said nothing, though verify still found the drift.
+    for name, value in stack_env(str(tmp_path)).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(server, "serve_until_signal", _stop_at_once)
+    (tmp_path / ".candor.lock").write_text("4242\n")
+    assert main(["serve", "--service", "retrieval"]) == 0
+    assert (tmp_path / ".candor.lock").read_text() == "4242\n"
