@@ -50,7 +50,14 @@ def test_a_start_after_a_run_that_did_not_stop_cleanly_suggests_verify(
     assert main(["serve", "--service", "retrieval"]) == 0
     err = capsys.readouterr().err
     assert f"(pid {os.getpid()}) did not shut down cleanly" in err and "candor verify" in err
+    # A clean stop of that restart does not clear the mark: nothing checked the stores yet.
     for name, value in stack_env(str(tmp_path)).items():  # the metrics port stays bound
+        monkeypatch.setenv(name, value)
+    assert main(["serve", "--service", "retrieval"]) == 0
+    assert "did not shut down cleanly" in capsys.readouterr().err
+    # A verify that finds the stores in step clears it.
+    assert main(["verify"]) == 0
+    for name, value in stack_env(str(tmp_path)).items():
         monkeypatch.setenv(name, value)
     assert main(["serve", "--service", "retrieval"]) == 0
     assert "did not shut down cleanly" not in capsys.readouterr().err
