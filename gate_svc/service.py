@@ -802,6 +802,23 @@ def build_gate(settings: Settings) -> ServiceSpec:
         check=lambda config: reader_mismatch(config, digest),
     )
 
+    if settings.gate.reranker.backend != "none":
+        loaded = [policies.active, policies.shadow]
+        configs = [
+            c
+            for held in loaded
+            if held is not None
+            for c in (held.config, *held.config.tenants.values())
+        ]
+        if not any(uses_reranker(c) for c in configs):
+            # Configured, then silently never called: say so once (README: only seed 004, or a
+            # calibrated model weighing a rerank signal, reads it).
+            log.warning(
+                "gate.reranker is configured but no threshold config reads it: it is never "
+                "called (only policy seed004, or a calibrated model weighing a rerank signal)",
+                extra={"backend": settings.gate.reranker.backend},
+            )
+
     for role in ("active", "shadow"):
         gate_metrics.config_rejected.labels(role).set_function(partial(_flag, policies, role))
 

@@ -299,9 +299,7 @@ def upsert(
                 report.written += 1
                 report.chunks += r.chunks
                 if r.question_error:
-                    print(
-                        f"  no questions for {r.document_id}: {r.question_error}", file=sys.stderr
-                    )
+                    print(f"  questions for {r.document_id}: {r.question_error}", file=sys.stderr)
         if progress is not None:
             progress(done, len(docs))
     return report

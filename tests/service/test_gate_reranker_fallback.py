@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import grpc
+import pytest
 
 from candor.cli.stack import start_stack
 from candor.gate.v1 import gate_pb2, gate_pb2_grpc
@@ -70,7 +71,9 @@ def test_unreachable_reranker_falls_back_and_says_so(tmp_path: Path) -> None:
         stack.stop()
 
 
-def test_a_policy_that_does_not_read_the_reranker_never_calls_it(tmp_path: Path) -> None:
+def test_a_policy_that_does_not_read_the_reranker_never_calls_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     from tests.llm.server import fake_llm
 
     with fake_llm(lambda body: 5.0) as llm:  # a judge that would stall every decision
@@ -100,5 +103,7 @@ def test_a_policy_that_does_not_read_the_reranker_never_calls_it(tmp_path: Path)
                 )
             assert "rerank_fallback" not in {s.name for s in d.signals}
             assert llm.bodies == []
+            # Configured and never called: start-up says so.
+            assert "gate.reranker is configured but no threshold config reads it" in caplog.text
         finally:
             stack.stop()

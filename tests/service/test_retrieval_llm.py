@@ -389,7 +389,7 @@ def test_the_cli_client_asks_for_questions_only_when_told(
         (source / "tides.md").write_text(f"# Tides\n\n{TIDES} Neap tides are smaller.\n")
         report = client.ingest(ch, source, "t", None, hypothetical_questions=True)
     assert report.written == 1  # the document is written without its questions
-    assert "no questions for tides" in capsys.readouterr().err
+    assert "questions for tides: 1 of 1 passages have no questions" in capsys.readouterr().err
 
 
 def test_a_delete_sent_after_a_slow_upsert_lands_after_it(questioning: Running) -> None:
