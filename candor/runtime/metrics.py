@@ -280,10 +280,19 @@ async def _abort_unexpected(
     """
     if not isinstance(error, Exception) or isinstance(error, grpc.aio.AbortError):
         return
-    if _grpc_own(error) and _caller_left(context):
-        # The caller left (or its deadline passed) while the servicer was aborting: grpc
-        # raises from the abort's send, which is no bug, and a second abort would fail too.
-        log.debug("call ended while aborting", extra={"method": method, "error": repr(error)})
+    if _caller_left(context):
+        # The caller left (or its deadline passed): nobody gets an abort now, and a second one
+        # would fail. grpc's own errors from a send on the dead call are no bug; anything else
+        # may be one, raised on the way out of a cancelled call (an abort on it, a stream
+        # closing): kept with its traceback and trace id, as a warning, not a page.
+        if _grpc_own(error):
+            log.debug("call ended while aborting", extra={"method": method, "error": repr(error)})
+        else:
+            log.warning(
+                "error in servicer after the caller left",
+                exc_info=error,
+                extra={"method": method, "error_type": type(error).__name__},
+            )
         return
     log.error(
         "unexpected error in servicer",
