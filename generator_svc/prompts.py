@@ -264,13 +264,15 @@ def lead_in_rule(evidence: Sequence[str], language: str = "") -> Callable[[str],
     known = {t for text in evidence for t in content_terms(text)}
 
     def holds(sentence: str) -> bool:
-        lang = language_of(language, sentence)
-        return all(
-            max(zipf(w, lang), zipf(w)) >= COMMON_ZIPF or known.intersection(content_terms(w))
-            for w in words(sentence)
-        )
+        return all(known.intersection(content_terms(w)) for w in _rare(sentence, language))
 
     return holds
+
+
+def _rare(sentence: str, language: str) -> list[str]:
+    """The sentence's words rarer than its language's function words (and English's)."""
+    lang = language_of(language, sentence)
+    return [w for w in words(sentence) if max(zipf(w, lang), zipf(w)) < COMMON_ZIPF]
 
 
 MAX_CAVEAT_WORDS = 12
@@ -310,11 +312,7 @@ def caveat_rule(caveat: str, evidence: Sequence[str], language: str = "") -> Cal
         bare = normalise(sentence)
         if len(units(bare)) > MAX_CAVEAT_WORDS or critical_tokens(bare):
             return False
-        lang = language_of(language, sentence)
-        return not any(
-            known.intersection(content_terms(w)) and max(zipf(w, lang), zipf(w)) < COMMON_ZIPF
-            for w in words(sentence)
-        )
+        return not any(known.intersection(content_terms(w)) for w in _rare(sentence, language))
 
     return spared
 

@@ -255,7 +255,8 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _first_line(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
 
 
 def _verify_stores(args: argparse.Namespace, settings: Settings) -> int:

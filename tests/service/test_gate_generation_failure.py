@@ -20,6 +20,26 @@ SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "helpcentre"
 PASSED = "How do I turn on two-factor authentication?"
 
 
+def _generation_error(env: dict[str, str], why: str) -> grpc.RpcError:
+    """The error an Ask for a passed question ends with, on a stack started from ``env``."""
+    stack = Stack(lambda: start_stack(load_settings(env=env)))
+    try:
+        with grpc.insecure_channel(stack.address("RetrievalService")) as ch:
+            assert client.ingest(ch, SAMPLES, "t", None).failed == 0
+        with grpc.insecure_channel(stack.address("GateService")) as ch:
+            stream = gate_pb2_grpc.GateServiceStub(ch).Ask(
+                gate_pb2.AskRequest(tenant="t", query=PASSED), timeout=30
+            )
+            assert next(stream).decision.outcome == gate_pb2.OUTCOME_PASS
+            try:
+                list(stream)
+            except grpc.RpcError as exc:
+                return exc
+            raise AssertionError(why)
+    finally:
+        stack.stop()
+
+
 def test_a_rejected_llm_request_is_internal_with_the_generators_reason(tmp_path: Path) -> None:
     rejected = httpx.Response(401, json={"error": {"message": "invalid api key"}})
     with fake_llm(lambda body: rejected) as llm:
@@ -29,23 +49,7 @@ def test_a_rejected_llm_request_is_internal_with_the_generators_reason(tmp_path:
             CANDOR_GENERATOR__OPENAI_COMPAT__BASE_URL=llm.base_url,
             CANDOR_GENERATOR__OPENAI_COMPAT__MODEL="small",
         )
-        stack = Stack(lambda: start_stack(load_settings(env=env)))
-        try:
-            with grpc.insecure_channel(stack.address("RetrievalService")) as ch:
-                assert client.ingest(ch, SAMPLES, "t", None).failed == 0
-            with grpc.insecure_channel(stack.address("GateService")) as ch:
-                stream = gate_pb2_grpc.GateServiceStub(ch).Ask(
-                    gate_pb2.AskRequest(tenant="t", query=PASSED), timeout=30
-                )
-                assert next(stream).decision.outcome == gate_pb2.OUTCOME_PASS
-                try:
-                    list(stream)
-                except grpc.RpcError as exc:
-                    error = exc
-                else:
-                    raise AssertionError("the Ask succeeded against a rejecting LLM")
-        finally:
-            stack.stop()
+        error = _generation_error(env, "the Ask succeeded against a rejecting LLM")
     assert error.code() == grpc.StatusCode.INTERNAL
     info = error_info_of(error)
     assert info is not None and info.reason == "GENERATION_FAILED"
@@ -65,23 +69,7 @@ def test_a_generator_refusing_the_gates_own_token_is_internal_not_permission_den
     foreign.mkdir()
     write_public_key(Ed25519PrivateKey.generate(), foreign, "candor-1")
     env = stack_env(str(tmp_path / "data"), CANDOR_GENERATOR__PUBLIC_KEYS_DIR=str(foreign))
-    stack = Stack(lambda: start_stack(load_settings(env=env)))
-    try:
-        with grpc.insecure_channel(stack.address("RetrievalService")) as ch:
-            assert client.ingest(ch, SAMPLES, "t", None).failed == 0
-        with grpc.insecure_channel(stack.address("GateService")) as ch:
-            stream = gate_pb2_grpc.GateServiceStub(ch).Ask(
-                gate_pb2.AskRequest(tenant="t", query=PASSED), timeout=30
-            )
-            assert next(stream).decision.outcome == gate_pb2.OUTCOME_PASS
-            try:
-                list(stream)
-            except grpc.RpcError as exc:
-                error = exc
-            else:
-                raise AssertionError("the generator took a token signed by a key it lacks")
-    finally:
-        stack.stop()
+    error = _generation_error(env, "the generator took a token signed by a key it lacks")
     assert error.code() == grpc.StatusCode.INTERNAL
     info = error_info_of(error)
     assert info is not None and info.reason == "GENERATION_FAILED"
