@@ -73,6 +73,8 @@ def read_rows(path: Path, need: Sequence[str] = ("answerable", "signals")) -> li
                 f"{path}:{n}: not a row of `candor eval run` (needs {', '.join(need)}): "
                 "a dataset's questions.jsonl is the input of `eval run`, not of this command"
             )
+        elif "error" not in row and (why := _row_problem(row)):
+            problems.append(f"{path}:{n}: {why}")
         rows.append(row)
     if problems:
         raise SystemExit("\n".join(problems[:10]))
@@ -82,6 +84,24 @@ def read_rows(path: Path, need: Sequence[str] = ("answerable", "signals")) -> li
     if failed:
         print(f"{path}: skipping {failed} row(s) of failed questions", file=sys.stderr)
     return [r for r in rows if "error" not in r]
+
+
+def _row_problem(row: dict[str, Any]) -> str:
+    """Why a row's label or signals cannot be fitted on, or "".
+
+    "false" (a string) counted as answerable and null as unanswerable; a NaN signal ended the
+    fit in a traceback that named no row."""
+    if "answerable" in row and not isinstance(row["answerable"], bool):
+        return f"answerable must be true or false, not {row['answerable']!r}"
+    signals = row.get("signals")
+    if "signals" in row and not isinstance(signals, dict):
+        return "signals must be an object of signal values"
+    for name, value in (signals or {}).items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"signal {name} must be a number, not {value!r}"
+        if not math.isfinite(value):
+            return f"signal {name} is {value}: every signal must be a finite number"
+    return ""
 
 
 MIN_PER_CLASS = 3
@@ -422,9 +442,15 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 <= args.read_floor_cost < 1:
         ap.error("--read-floor-cost must be in [0, 1)")
     for flag, rate in (("--target-far", args.target_far), ("--confident-far", args.confident_far)):
-        # `not 0 <= x <= 1` is also true of NaN.
-        if not 0 <= rate <= 1:
-            ap.error(f"{flag} must be a rate in [0, 1], got {rate}")
+        # `not 0 <= x < 1` is also true of NaN. At 1 every unanswerable question may pass: the
+        # bound fell to 0 and the config answered "Who won the 1998 World Cup?" as confident.
+        if not 0 <= rate < 1:
+            ap.error(f"{flag} must be a rate in [0, 1), got {rate}")
+    if args.confident_far > args.target_far:
+        ap.error(
+            f"--confident-far ({args.confident_far}) must not exceed --target-far "
+            f"({args.target_far}): the confident tier is the stricter one"
+        )
     if args.weight is not None and len(args.weight) != len(args.results):
         ap.error(
             f"--weight given {len(args.weight)} time(s) for {len(args.results)} results file(s)"
@@ -464,10 +490,13 @@ def main(argv: list[str] | None = None) -> int:
     model = reader_model(rows)
     if model and fitted["calibrated"]["coefficients"].get("reader"):
         fitted["calibrated"]["reader_model"] = model
-    provenance = args.source or " + ".join(
+    # --source names the data; the rows' digests stay, so the fit can still be traced to them.
+    provenance = " + ".join(
         f"{p} (sha256 {_sha256(p)[:12]}" + ("" if args.weight is None else f", weight {w:g}") + ")"
         for p, w in zip(args.results, args.weight or [1.0] * len(args.results), strict=True)
     )
+    if args.source:
+        provenance = f"{args.source}: {provenance}"
     version = write_config(
         fitted, args.out, provenance, args.target_far, args.confident_far, args.read_floor_cost
     )

@@ -304,6 +304,8 @@ def seed000(
             "chunk_floor": c.chunk_floor,
             "answer_gate": c.answer_gate,
             "max_distance": c.max_distance,
+            # A pass's tier comes from here: without it a 0.908 pass read UNCERTAIN unexplained.
+            "confident": config.tiers.confident,
         },
     )
     scored = [(cand, distance_confidence(cand.cosine, c.max_distance)) for cand in candidates]
@@ -418,6 +420,7 @@ def seed004(
             "rerank_min_chunks": c.rerank_min_chunks,
             "rrf_floor": c.effective_floor,
             "ratio_min": c.ratio_min,
+            "confident": config.tiers.confident,
         },
     )
     if (curated := _curated_first(candidates, b, candidates)) is not None:
@@ -735,7 +738,7 @@ def policy_thresholds(config: PolicyConfig) -> dict[str, float]:
         out.update(
             {f"{config.policy}.{f.name}": float(getattr(section, f.name)) for f in fields(section)}
         )
-    if config.policy in ("seed000", "calibrated"):
+    if config.policy in ("seed000", "seed004", "calibrated"):
         out["tiers.confident"], out["tiers.uncertain"] = (
             config.tiers.confident,
             config.tiers.uncertain,
@@ -819,8 +822,11 @@ def _calibrated(data: Any) -> CalibratedConfig:
         key: _signal_map(data.get(key), f"calibrated.{key}", SIGNAL_NAMES)
         for key in ("coefficients", "means", "scales")
     }
-    if any(v == 0 for v in maps["scales"].values()):
-        raise PolicyError("calibrated.scales must be non-zero")
+    # A negative scale turns a signal around while everything that reasons about the model
+    # (a certain reading is the best one, an absent arm's least favourable value) assumes it
+    # is not: a scale is a standard deviation.
+    if any(v <= 0 for v in maps["scales"].values()):
+        raise PolicyError("calibrated.scales must be > 0 (a standard deviation)")
     bias = _number(data.get("bias", 0.0), "calibrated.bias")
     logs = data.get("log_features") or []
     if not isinstance(logs, list) or not all(
@@ -841,13 +847,20 @@ def _calibrated(data: Any) -> CalibratedConfig:
         maps["coefficients"],
         maps["means"],
         maps["scales"],
-        bool(data.get("refuse_on_missing_facets", False)),
+        _flag(data.get("refuse_on_missing_facets", False), "calibrated.refuse_on_missing_facets"),
         tuple(str(x) for x in logs),
         str(data.get("fitted_on", "")),
         str(data.get("reader_model", "")),
         _read_floor(data.get("read_floor", 0.0)),
         _unread(data.get("unread"), SIGNAL_NAMES),
     )
+
+
+def _flag(value: Any, where: str) -> bool:
+    """A YAML boolean: the string "false" is truthy, and turned on what it meant to turn off."""
+    if not isinstance(value, bool):
+        raise PolicyError(f"{where} must be true or false (unquoted), not {value!r}")
+    return value
 
 
 def _number(value: Any, where: str) -> float:
@@ -918,6 +931,13 @@ def _validate(p: PolicyConfig) -> None:
             "be refused",
         ),
         (0 <= s4.rerank_min_scale <= 3, "seed004.rerank_min_scale must be on the 0-3 scale"),
+        # No chunk judged relevant then "passed" on zero of them, and max() of none crashed.
+        (s4.rerank_min_chunks >= 1, "seed004.rerank_min_chunks must be >= 1"),
+        (s4.ratio_min >= 1, "seed004.ratio_min must be >= 1 (a top-1 / top-2 score ratio)"),
+        (
+            s4.rrf_floor == -1 or s4.rrf_floor >= 0,
+            "seed004.rrf_floor must be >= 0, or -1 for unset (use rrf_floor_fraction)",
+        ),
         (1 <= p.max_evidence <= 50, "max_evidence must be in [1, 50]"),
         (0 <= p.curated_min_cosine <= 1, "curated_min_cosine must be in [0, 1]"),
         (
@@ -964,7 +984,7 @@ def _parse_mapping(data: dict[str, Any], version: str, sha: str) -> PolicyConfig
         policy=policy,
         calibrated=_calibrated(data.get("calibrated")),
         max_evidence=max_evidence,
-        clarify_on_no_hits=bool(data.get("clarify_on_no_hits", False)),
+        clarify_on_no_hits=_flag(data.get("clarify_on_no_hits", False), "clarify_on_no_hits"),
         curated_min_cosine=float(curated_min_cosine),
         default_language=default_language,
         refusal_messages=dict(messages),

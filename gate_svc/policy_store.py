@@ -6,6 +6,10 @@ must parse, validate and carry a new ``version``; anything else is rejected, log
 counted once per distinct bad file, and the running version keeps serving. A version names one
 content for the life of the process: a file reusing a version this gate has run with other
 content is rejected, while going back to an earlier version's exact file (a rollback) loads.
+
+A changed file is loaded only once two polls in a row read the same bytes. A file edited in
+place can be read half-written, and a prefix of a YAML mapping is often valid YAML: read once,
+it ran (and claimed its version for good) with the bounds it had not reached yet.
 """
 
 from __future__ import annotations
@@ -55,6 +59,9 @@ class PolicyStore:
         # What each role's file held when it was last rejected: a bad file is logged and
         # counted once, not on every poll until someone fixes it (rejected() tells the gauge).
         self._rejected: dict[str, str] = {}
+        # What each role's file held at the last poll, when that was new: loaded if it is
+        # still there at the next one.
+        self._unsettled: dict[str, str] = {}
         self._events: list[tuple[str, str, str]] = []
 
     def rejected(self, role: str) -> bool:
@@ -104,9 +111,14 @@ class PolicyStore:
         digest = hashlib.sha256(data).hexdigest()
         if current is not None and digest == current.config.sha256:
             self._rejected.pop(role, None)
+            self._unsettled.pop(role, None)
             return current
         if self._rejected.get(role) == digest:
             return current  # the file rejected last poll: parsing it again costs a core
+        if self._unsettled.get(role) != digest:
+            self._unsettled[role] = digest  # perhaps still being written: look again next poll
+            return current
+        del self._unsettled[role]
         try:
             config = self._parse(data)
         except PolicyError as exc:
@@ -138,7 +150,8 @@ class PolicyStore:
         self._events.append((role, "failure", version))
 
     def reload_now(self) -> None:
-        """Check both files once (the watcher calls this; tests may too)."""
+        """Check both files once (the watcher calls this; tests may too). A changed file is
+        taken at the second poll that reads it unchanged."""
         self.active = self._reload_one("active", self._path, self.active) or self.active
         if self._shadow_path is not None:
             self.shadow = self._reload_one("shadow", self._shadow_path, self.shadow)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -114,3 +115,52 @@ def test_calibrate_rejects_mismatched_weights_and_a_file_without_train_rows(
     with pytest.raises(SystemExit, match=r"t\.jsonl: no train-split rows"):
         calibrate.main([str(a), str(test_only), "--out", str(out)])
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "why"),
+    [
+        # At 1 every negative may pass: the bound fell to 0 and the config answered anything.
+        (["--target-far", "1"], "--target-far must be a rate in [0, 1)"),
+        (["--target-far", "0.05", "--confident-far", "0.9"], "must not exceed --target-far"),
+    ],
+)
+def test_calibrate_refuses_rates_that_make_a_gate_pass_everything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], why: str
+) -> None:
+    a = _write(tmp_path / "a.jsonl", _rows(50, 1, 1.0))
+    out = tmp_path / "x.yaml"
+    with pytest.raises(SystemExit) as exc:
+        calibrate.main([str(a), "--out", str(out), *flags])
+    assert exc.value.code == 2 and why in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"answerable": "false"}, "answerable must be true or false, not 'false'"),
+        ({"answerable": None}, "answerable must be true or false, not None"),
+        ({"signals": {"top_cosine": float("nan")}}, "signal top_cosine is nan"),
+        ({"signals": {"top_cosine": "0.8"}}, "signal top_cosine must be a number"),
+    ],
+)
+def test_calibrate_names_the_row_whose_label_or_signal_cannot_be_fitted(
+    tmp_path: Path, change: dict[str, Any], why: str
+) -> None:
+    # "false" counted as answerable and null as unanswerable, silently; a NaN signal ended
+    # in a traceback naming no row.
+    rows = _rows(50, 1, 1.0)
+    rows[6] |= change
+    a = _write(tmp_path / "a.jsonl", rows)
+    with pytest.raises(SystemExit, match=re.escape(f"a.jsonl:7: {why}")):
+        calibrate.main([str(a), "--out", str(tmp_path / "x.yaml")])
+
+
+def test_a_named_source_keeps_the_rows_digest_in_the_provenance(tmp_path: Path) -> None:
+    a = _write(tmp_path / "a.jsonl", _rows(50, 1, 1.0))
+    out = tmp_path / "x.yaml"
+    calibrate.main([str(a), "--out", str(out), "--source", "our help centre"])
+    digest = hashlib.sha256(a.read_bytes()).hexdigest()[:12]
+    fitted_on = parse_policy(out.read_text()).calibrated.fitted_on
+    assert fitted_on.startswith("our help centre: ") and digest in fitted_on

@@ -22,7 +22,7 @@ def test_a_rate_outside_0_1_is_refused(
     out = tmp_path / "c.yaml"
     with pytest.raises(SystemExit):
         calibrate.main([str(rows), "--out", str(out), f"{flag}={rate}"])
-    assert f"{flag} must be a rate in [0, 1]" in capsys.readouterr().err
+    assert f"{flag} must be a rate in [0, 1)" in capsys.readouterr().err
     assert not out.exists()
 
 

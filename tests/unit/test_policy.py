@@ -181,7 +181,12 @@ def test_all_below_floor_refuses() -> None:
     assert d.confidence == pytest.approx(1 - 0.5 / 0.65)
     assert d.evidence == ()
     assert d.signals["admitted_chunks"] == 0.0
-    assert d.thresholds == {"chunk_floor": 25.0, "answer_gate": 40.0, "max_distance": 0.65}
+    assert d.thresholds == {
+        "chunk_floor": 25.0,
+        "answer_gate": 40.0,
+        "max_distance": 0.65,
+        "confident": 0.75,  # the bound that tiers a pass
+    }
 
 
 def test_admitted_but_average_below_gate_refuses_low_confidence() -> None:
@@ -557,6 +562,18 @@ def test_a_score_that_is_not_a_number_never_passes(policy: str) -> None:
             "calibrated: {means: {top_bm25: 800}, log_features: [top_bm25]}",
             "calibrated.means.top_bm25 is a log1p-scale value",
         ),
+        # Quoted, "false" was a non-empty string, so bool() turned CLARIFY on.
+        ('clarify_on_no_hits: "false"', "clarify_on_no_hits must be true or false (unquoted)"),
+        (
+            "calibrated: {refuse_on_missing_facets: 'no'}",
+            "calibrated.refuse_on_missing_facets must be true or false",
+        ),
+        # A negative scale turned the reader around: a certain reading refused, none passed.
+        ("calibrated: {scales: {reader: -0.41}}", "calibrated.scales must be > 0"),
+        # Zero chunks judged relevant "passed", then max() of none crashed every decision.
+        ("policy: seed004\nseed004: {rerank_min_chunks: 0}", "rerank_min_chunks must be >= 1"),
+        ("policy: seed004\nseed004: {ratio_min: -1}", "seed004.ratio_min must be >= 1"),
+        ("policy: seed004\nseed004: {rrf_floor: -0.5}", "seed004.rrf_floor must be >= 0, or -1"),
     ],
 )
 def test_values_no_gate_can_use_are_rejected_naming_them(text: str, why: str) -> None:

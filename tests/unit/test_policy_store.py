@@ -14,16 +14,22 @@ V1 = 'version: "v1"\npolicy: seed000\n'
 V2 = 'version: "v2"\npolicy: seed001\n'
 
 
+def _poll(store: PolicyStore) -> None:
+    """Two polls: a changed file is taken once a second poll reads it unchanged."""
+    store.reload_now()
+    store.reload_now()
+
+
 def test_a_new_version_replaces_the_active_one(tmp_path: Path) -> None:
     path = tmp_path / "policy.yaml"
     path.write_text(V1)
     events: list[tuple[str, str, str]] = []
     store = PolicyStore(path, on_reload=lambda *e: events.append(e))
     assert store.active.config.version == "v1"
-    store.reload_now()
+    _poll(store)
     assert events == []  # unchanged file: nothing happens
     path.write_text(V2)
-    store.reload_now()
+    _poll(store)
     assert (store.active.config.version, store.active.config.policy) == ("v2", "seed001")
     assert events == [("active", "success", "v2")]
 
@@ -39,7 +45,7 @@ def test_invalid_or_same_version_files_are_rejected_and_the_old_one_keeps_servin
     events: list[tuple[str, str, str]] = []
     store = PolicyStore(path, on_reload=lambda *e: events.append(e))
     path.write_text(text)
-    store.reload_now()
+    _poll(store)
     assert store.active.config.version == "v1" and store.active.config.policy == "seed000"
     assert events == [("active", "failure", "v1")]
 
@@ -52,14 +58,14 @@ def test_a_bad_file_is_reported_once_and_flagged_until_it_is_fixed(tmp_path: Pat
     assert not store.rejected("active")
     path.write_text("not: [valid")
     for _ in range(3):
-        store.reload_now()
+        _poll(store)
     assert events == [("active", "failure", "v1")]
     assert store.rejected("active")
     path.write_text("still: [not valid")  # another bad file is news
-    store.reload_now()
+    _poll(store)
     assert events[-1] == ("active", "failure", "v1") and len(events) == 2
     path.write_text(V1)  # put back: nothing to load, nothing rejected
-    store.reload_now()
+    _poll(store)
     assert not store.rejected("active") and len(events) == 2
 
 
@@ -69,12 +75,12 @@ def test_a_version_names_one_content_and_a_rollback_to_it_loads(tmp_path: Path) 
     events: list[tuple[str, str, str]] = []
     store = PolicyStore(path, on_reload=lambda *e: events.append(e))
     path.write_text(V2)
-    store.reload_now()
+    _poll(store)
     path.write_text('version: "v1"\npolicy: seed003\n')  # v1's name, other thresholds
-    store.reload_now()
+    _poll(store)
     assert store.active.config.version == "v2" and store.rejected("active")
     path.write_text(V1)  # the real v1: a rollback
-    store.reload_now()
+    _poll(store)
     assert (store.active.config.version, store.active.config.policy) == ("v1", "seed000")
     assert events == [
         ("active", "success", "v2"),
@@ -94,7 +100,7 @@ def test_a_configmap_style_symlink_swap_is_picked_up(tmp_path: Path) -> None:
     assert store.active.config.version == "v1"
     os.symlink("..v2", tmp_path / "..data_tmp")
     os.replace(tmp_path / "..data_tmp", tmp_path / "..data")
-    store.reload_now()
+    _poll(store)
     assert store.active.config.version == "v2"
 
 
@@ -112,7 +118,7 @@ def test_shadow_is_loaded_and_reloaded_separately(tmp_path: Path) -> None:
     store = PolicyStore(active, shadow)
     assert store.shadow is not None and store.shadow.config.version == "v2"
     shadow.write_text('version: "v3"\npolicy: seed003\n')
-    store.reload_now()
+    _poll(store)
     assert store.shadow.config.version == "v3" and store.active.config.version == "v1"
 
 
@@ -154,12 +160,12 @@ def test_a_reload_fitted_on_another_reader_is_rejected_and_the_old_one_keeps_ser
     assert "tenants.acme.calibrated.reader_model is cccc" in str(
         _reader_check("aaaa")(parse_policy(path.read_text()))
     )
-    store.reload_now()
+    _poll(store)
     assert store.active.config.version == "b1"
     assert events == [("active", "failure", "b1")]
     # A config that does not weigh the reader is not bound to one.
     path.write_text(V2)
-    store.reload_now()
+    _poll(store)
     assert store.active.config.version == "v2"
 
 
@@ -185,10 +191,10 @@ def test_a_file_the_parser_chokes_on_is_rejected_and_the_watch_goes_on(
     events: list[tuple[str, str, str]] = []
     store = PolicyStore(path, on_reload=lambda *e: events.append(e))
     path.write_bytes(data)
-    store.reload_now()
+    _poll(store)
     assert events == [("active", "failure", "v1")] and store.rejected("active")
     path.write_text(V2)
-    store.reload_now()
+    _poll(store)
     assert store.active.config.version == "v2"
 
 
@@ -206,5 +212,26 @@ def test_a_rejected_file_is_not_parsed_again_until_it_changes(
     monkeypatch.setattr(policy_store, "parse_policy", lambda t: parsed.append(t) or real(t))
     path.write_text("version: v3\npolicy: nope\n")
     for _ in range(5):
-        store.reload_now()
+        _poll(store)
     assert len(parsed) == 1 and store.rejected("active")
+
+
+def test_a_file_read_half_written_is_not_loaded_and_the_whole_one_is(tmp_path: Path) -> None:
+    # Read mid-write, a prefix of a config is often valid YAML on its own: it ran with the
+    # bounds it had not reached yet, claimed its version, and the finished file was refused
+    # as "version already names other content" until the gate restarted.
+    path = tmp_path / "policy.yaml"
+    path.write_text(V1)
+    events: list[tuple[str, str, str]] = []
+    store = PolicyStore(path, on_reload=lambda *e: events.append(e))
+    whole = 'version: "v2"\npolicy: seed000\nseed000:\n  answer_gate: 55.0\n'
+    path.write_text(whole[: whole.index("seed000:")])  # valid YAML, v2 with default bounds
+    store.reload_now()
+    assert store.active.config.version == "v1" and events == []
+    path.write_text(whole)  # the writer finishes before the next poll
+    store.reload_now()
+    assert store.active.config.version == "v1"  # changed since the last poll: not settled
+    store.reload_now()
+    assert store.active.config.version == "v2"
+    assert store.active.config.seed000.answer_gate == 55.0
+    assert events == [("active", "success", "v2")]
