@@ -362,7 +362,7 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:
     if origin is tuple:
         (item_tp, _ellipsis) = typing.get_args(tp)
         if isinstance(value, str):
-            value = [v for v in value.split(",") if v]
+            value = [v.strip() for v in value.split(",") if v.strip()]
         if not isinstance(value, list | tuple):
             raise SettingsError(f"{where}: expected a list")
         return tuple(_coerce(item_tp, v, f"{where}[{i}]") for i, v in enumerate(value))
@@ -465,6 +465,19 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
     return tree
 
 
+class _TextLoader(yaml.SafeLoader):
+    """YAML whose plain scalars stay the text written; each setting's type converts it.
+
+    YAML 1.1 guessed first: a key's ``tenants: [0123]`` became "83" (octal) and ``no``
+    became "False", so the key was refused its own tenant and allowed another one's."""
+
+
+_TextLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag == "tag:yaml.org,2002:merge"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
 def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Settings:
     """Build and validate the settings; raises SettingsError with the offending key."""
     env = os.environ if env is None else env
@@ -472,7 +485,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     data: dict[str, Any] = {}
     if path:
         try:
-            loaded = yaml.safe_load(Path(path).read_text()) or {}
+            loaded = yaml.load(Path(path).read_text(), Loader=_TextLoader) or {}
         except (OSError, yaml.YAMLError) as exc:
             raise SettingsError(f"cannot read settings file {path}: {exc}") from exc
         if not isinstance(loaded, dict):
@@ -571,11 +584,54 @@ def _validate(s: Settings) -> None:
             "generator.clock_skew_seconds must be >= 0 (a negative skew refuses every token)",
         ),
     ]
-    for key in s.auth.keys:
-        checks.append((len(key.sha256) == 64, f"auth.keys[{key.name}].sha256 must be 64 hex chars"))
+    checks += _key_checks(s.auth.keys)
     for ok, message in checks:
         if not ok:
             raise SettingsError(message)
+
+
+#: sha256 of the empty string: a key entry made from an unset variable, which a caller
+#: sending an empty ``x-api-key`` would match.
+_EMPTY_KEY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+
+def _key_checks(keys: tuple[ApiKey, ...]) -> list[tuple[bool, str]]:
+    """A mistyped key entry fails start-up: each of these loaded and silently did otherwise
+    than meant (the later of two entries for one key won; "acme, beta" allowed " beta")."""
+    from candor.runtime.validation import TENANT
+
+    checks: list[tuple[bool, str]] = []
+    seen_names: set[str] = set()
+    seen_hashes: dict[str, str] = {}
+    for i, key in enumerate(keys):
+        where = f"auth.keys[{i}] ({key.name or 'no name'})"
+        digest = key.sha256.lower()
+        checks += [
+            (bool(key.name), f"auth.keys[{i}].name is required (it names the key in logs)"),
+            (key.name not in seen_names, f"{where}: another key has this name"),
+            (
+                re.fullmatch(r"[0-9a-f]{64}", digest) is not None,
+                f"{where}.sha256 must be 64 hex chars (sha256 of the key)",
+            ),
+            (digest != _EMPTY_KEY_SHA256, f"{where}.sha256 is the hash of an empty key"),
+            (
+                digest not in seen_hashes,
+                f"{where}: the same key as {seen_hashes.get(digest, '')}; give it one entry "
+                "listing all its tenants",
+            ),
+            (bool(key.tenants), f"{where}.tenants is empty: list its tenants, or '*' for any"),
+        ]
+        for tenant in key.tenants:
+            checks.append(
+                (
+                    tenant == "*" or TENANT.fullmatch(tenant) is not None,
+                    f"{where}.tenants: {tenant!r} is not a tenant id (1-64 letters, digits, "
+                    "'_', '.', '-'), nor '*'",
+                )
+            )
+        seen_names.add(key.name)
+        seen_hashes.setdefault(digest, key.name)
+    return checks
 
 
 def _chat_endpoint_checks(where: str, c: ChatEndpointSettings) -> list[tuple[bool, str]]:

@@ -842,7 +842,7 @@ def build_gate(settings: Settings) -> ServiceSpec:
         settings,
         policies,
         signer,
-        Authenticator(settings.auth, SERVICE_NAME),
+        Authenticator(settings.auth, SERVICE_NAME, metrics.registry),
         gate_metrics,
         reader,
     )

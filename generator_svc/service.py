@@ -388,7 +388,7 @@ def build_generator(settings: Settings) -> ServiceSpec:
         settings,
         verifier,
         backend,
-        Authenticator(settings.auth, SERVICE_NAME),
+        Authenticator(settings.auth, SERVICE_NAME, metrics.registry),
         GeneratorMetrics(metrics),
         options,
         templates,

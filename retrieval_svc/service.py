@@ -706,7 +706,7 @@ def build_retrieval(settings: Settings) -> ServiceSpec:
         servicer = RetrievalServicer(
             kb,
             settings,
-            Authenticator(settings.auth, SERVICE_NAME),
+            Authenticator(settings.auth, SERVICE_NAME, metrics.registry),
             retrieval_metrics,
             rewriter=build_rewriter(settings.retrieval.rewrite),
             question_generator=build_question_generator(settings.retrieval.hypothetical),

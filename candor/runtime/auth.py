@@ -8,9 +8,10 @@ import logging
 from dataclasses import dataclass
 
 import grpc
+from prometheus_client import CollectorRegistry, Counter
 
 from candor.runtime.errors import abort_info
-from candor.settings import AuthSettings
+from candor.settings import ApiKey, AuthSettings
 
 API_KEY_HEADER = "x-api-key"
 log = logging.getLogger("candor.auth")
@@ -26,14 +27,27 @@ class Caller:
     """An authenticated caller: the tenants its key may use (None when auth is off)."""
 
     tenants: tuple[str, ...] | None
+    name: str = ""
+    """The key's ``name`` in ``auth.keys``, for logs ("" when auth is off)."""
 
 
 class Authenticator:
     """Checks the caller's key and that it may use the requested tenant."""
 
-    def __init__(self, settings: AuthSettings, service: str) -> None:
+    def __init__(
+        self, settings: AuthSettings, service: str, registry: CollectorRegistry | None = None
+    ) -> None:
         self._settings = settings
+        self._service = service
         self._keys = {k.sha256.lower(): k for k in settings.keys}
+        # Refusals were counted only as grpc codes and logged nowhere: a key probing other
+        # tenants could be neither seen by reason nor named.
+        self._failures = Counter(
+            "candor_auth_failures_total",
+            "Calls refused by authentication or authorisation, by reason.",
+            ["reason"],
+            registry=registry if registry is not None else CollectorRegistry(),
+        )
         if not settings.enabled:
             log.warning(
                 "AUTHENTICATION IS DISABLED for %s: any caller may use any tenant. "
@@ -43,13 +57,24 @@ class Authenticator:
 
     def tenants_for(self, api_key: str | None) -> tuple[str, ...] | None:
         """Tenants the key may use, or None for an unknown key."""
+        entry = self._entry(api_key)
+        return entry.tenants if entry is not None else None
+
+    def _entry(self, api_key: str | None) -> ApiKey | None:
         if api_key is None:
             return None
         digest = hash_key(api_key)
         for stored, entry in self._keys.items():
             if hmac.compare_digest(stored, digest):
-                return entry.tenants
+                return entry
         return None
+
+    def _refused(self, reason: str, key: str, tenant: str | None = None) -> None:
+        self._failures.labels(reason).inc()
+        log.warning(
+            "call refused",
+            extra={"service": self._service, "reason": reason, "key": key, "tenant": tenant},
+        )
 
     async def authenticate(self, context: grpc.aio.ServicerContext) -> Caller:
         """The caller behind the key, or abort with UNAUTHENTICATED for a missing or unknown
@@ -57,15 +82,18 @@ class Authenticator:
         about what a valid request (or pass token) looks like."""
         if not self._settings.enabled:
             return Caller(None)
-        tenants = self.tenants_for(caller_api_key(context))
-        if tenants is None:
+        sent = caller_api_key(context)
+        entry = self._entry(sent)
+        if entry is None:
+            # Never the key itself: whether one was sent is all a reader of the log needs.
+            self._refused("API_KEY_INVALID", "(none sent)" if sent is None else "(unknown)")
             await abort_info(
                 context,
                 grpc.StatusCode.UNAUTHENTICATED,
                 "API_KEY_INVALID",
                 f"missing or unknown API key (send it in '{API_KEY_HEADER}' metadata)",
             )
-        return Caller(tenants)
+        return Caller(entry.tenants, entry.name)
 
     async def authorize(
         self,
@@ -81,6 +109,7 @@ class Authenticator:
         if tenants is None:
             return
         if operator and "*" not in tenants:
+            self._refused("OPERATOR_ONLY", caller.name, tenant)
             await abort_info(
                 context,
                 grpc.StatusCode.PERMISSION_DENIED,
@@ -88,6 +117,7 @@ class Authenticator:
                 "this request needs an operator key (tenants: ['*'])",
             )
         if tenant is not None and "*" not in tenants and tenant not in tenants:
+            self._refused("TENANT_NOT_ALLOWED", caller.name, tenant)
             await abort_info(
                 context,
                 grpc.StatusCode.PERMISSION_DENIED,

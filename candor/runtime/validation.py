@@ -12,7 +12,8 @@ from google.protobuf.descriptor import EnumDescriptor
 
 from candor.runtime.errors import FieldViolations
 
-_TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
+TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
+"""What a tenant id is, in requests and in ``auth.keys[].tenants``."""
 # A BCP-47 tag (private use "x-klingon" too) or a POSIX locale ("de_DE.UTF-8", "de_DE@euro"):
 # letters, digits and the separators those use, nothing that could end a quoted string in the
 # LLM's instructions.
@@ -32,7 +33,7 @@ MAX_CURATED_CHARS: Final = 20_000
 def check_tenant(tenant: str, v: FieldViolations, field: str = "tenant") -> None:
     if not tenant:
         v.add(field, "required")
-    elif not _TENANT.fullmatch(tenant):
+    elif not TENANT.fullmatch(tenant):
         v.add(field, "must be 1-64 characters of letters, digits, '_', '.', '-'")
 
 

@@ -35,6 +35,8 @@ from retrieval_svc.stores.data_dir import check_free_space
 PUBLISHED, STAGED = "published", "staged"
 #: How long writes must pause before a search counts whether its filter keeps every point.
 QUIET_SECONDS = 1.0
+MAX_FILTER_VERDICTS = 1024
+"""Tenants whose "does the filter keep every point" answer is remembered between writes."""
 INDEXED_FIELDS = ("tenant", "document_id", "generation", "visibility")
 _NAMESPACE = uuid.UUID("5b0c3f0e-4f7e-4a59-9a43-3f3c2a1b7d10")
 
@@ -184,6 +186,10 @@ class EdgeDenseStore:
         total = int(self._shard.count(CountRequest(exact=True)))
         kept = int(self._shard.count(CountRequest(filter=Filter(must=must), exact=True)))
         matches = total > 0 and kept == total
+        if len(self._matches_all) >= MAX_FILTER_VERDICTS:
+            # One entry per tenant string ever searched (an operator key may search any) grew
+            # without bound; entries from before the last write are void anyway.
+            self._matches_all.clear()
         self._matches_all[key] = (self._writes, matches)
         return matches
 

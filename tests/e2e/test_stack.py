@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import json
 import tempfile
 from collections.abc import Iterator
@@ -215,7 +217,18 @@ def test_a_junk_pass_token_without_a_key_is_unauthenticated_and_not_counted(stac
     assert rejections() == before + 1
 
 
-def test_key_for_another_tenant_is_permission_denied_everywhere(stack: Stack) -> None:
+def test_key_for_another_tenant_is_permission_denied_everywhere(
+    stack: Stack, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="candor.auth")
+    refused = {
+        name: metric_value(
+            scrape(stack.metrics_port(name)),
+            "candor_auth_failures_total",
+            {"reason": "TENANT_NOT_ALLOWED"},
+        )
+        for name in ("GateService", "RetrievalService")
+    }
     ch, gate = _gate(stack)
     with ch, pytest.raises(grpc.RpcError) as err:
         gate.Evaluate(
@@ -232,6 +245,18 @@ def test_key_for_another_tenant_is_permission_denied_everywhere(stack: Stack) ->
                 metadata=client.metadata(OTHER_KEY),
             )
         assert err2.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        # Each refusal is counted by reason and logged naming the key, never the key itself.
+        for name, before in refused.items():
+            text = scrape(stack.metrics_port(name))
+            labels = {"reason": "TENANT_NOT_ALLOWED"}
+            assert metric_value(text, "candor_auth_failures_total", labels) == before + 1
+        logged = [r for r in caplog.records if r.getMessage() == "call refused"]
+        assert len(logged) == 2
+        assert all(
+            (getattr(r, "reason"), getattr(r, "key"), getattr(r, "tenant"))
+            == ("TENANT_NOT_ALLOWED", "other", TENANT)
+            for r in logged
+        )
         # The other tenant's own knowledge base is empty: no leak across tenants.
         reply = stub.Retrieve(
             retrieval_pb2.RetrieveRequest(tenant="other", query=ANSWERED),

@@ -213,3 +213,23 @@ def test_keyword_filter_is_skipped_only_for_the_sole_tenant(tmp_path: Path) -> N
         assert [h.chunk.tenant for h in store.search("acme", "parcel", 5)] == ["acme"]
     finally:
         store.close()
+
+
+def test_the_dense_filter_verdicts_stay_bounded_however_many_tenants_are_searched(
+    tmp_path: Path, no_quiet_period: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One verdict per tenant string ever searched, never dropped: ~200 MB a million tenants.
+    monkeypatch.setattr(edge, "MAX_FILTER_VERDICTS", 8)
+    store = EdgeDenseStore(tmp_path, DIM)
+    try:
+        c = chunk("acme", "d", 0, generation="g", text="refund label")
+        store.upsert([c], np.stack([_embed("refund label")]))
+        store.publish("acme", "d", "g")
+        for i in range(50):
+            assert store.search(f"t{i}", _embed("refund"), 5, False) == []
+        assert len(store._matches_all) <= 8
+        assert [h.chunk.chunk_id for h in store.search("acme", _embed("refund"), 5, False)] == [
+            c.chunk_id
+        ]
+    finally:
+        store.close()

@@ -279,3 +279,62 @@ def test_the_opensearch_timeout_default_fits_inside_the_arm_timeout() -> None:
     # A longer request timeout than the arm's would only hold a connection the arm gave up on.
     r = load_settings(env={}).retrieval
     assert r.opensearch.timeout_seconds <= r.arm_timeout_seconds
+
+
+def _keys(tmp_path: Path, entries: str) -> Path:
+    return write(tmp_path, f"auth:\n  enabled: true\n  keys:\n{entries}")
+
+
+def test_tenant_ids_are_read_as_written_not_as_yaml_numbers(tmp_path: Path) -> None:
+    # YAML 1.1 read 0123 as the octal 83 and no as False: the key was refused its own tenant
+    # and allowed tenant 83's documents.
+    path = _keys(
+        tmp_path,
+        f"    - {{name: a, sha256: {SHA}, tenants: [0123, no, 1.10, 007, 1_000]}}\n"
+        f"    - {{name: b, sha256: {'b' * 64}, tenants: 'acme, beta'}}\n",
+    )
+    s = load_settings(path, env={})
+    assert s.auth.keys[0].tenants == ("0123", "no", "1.10", "007", "1_000")
+    assert s.auth.keys[1].tenants == ("acme", "beta")  # " beta" could never be used
+
+
+def test_typed_settings_still_convert_their_text(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "auth: {enabled: no}\nretrieval: {top_k: 7, arm_timeout_seconds: 1.5}\n"
+        "gate: {reader: {enabled: off}}\n",
+    )
+    s = load_settings(path, env={})
+    assert (s.auth.enabled, s.retrieval.top_k, s.retrieval.arm_timeout_seconds) == (False, 7, 1.5)
+    assert s.gate.reader.enabled is False
+
+
+@pytest.mark.parametrize(
+    ("entries", "match"),
+    [
+        (
+            f"    - {{name: a, sha256: {SHA}, tenants: [acme]}}\n"
+            f"    - {{name: b, sha256: {SHA.upper()}, tenants: [beta]}}\n",
+            r"the same key as a; give it one entry",
+        ),
+        (
+            f"    - {{name: a, sha256: {SHA}, tenants: [acme]}}\n"
+            f"    - {{name: a, sha256: {'b' * 64}, tenants: [beta]}}\n",
+            "another key has this name",
+        ),
+        (f"    - {{name: a, sha256: {'z' * 64}, tenants: [acme]}}\n", "64 hex chars"),
+        (
+            f"    - {{name: a, sha256: {hashlib.sha256(b'').hexdigest()}, tenants: [acme]}}\n",
+            "hash of an empty key",
+        ),
+        (f"    - {{name: a, sha256: {SHA}, tenants: []}}\n", "tenants is empty"),
+        (f"    - {{name: a, sha256: {SHA}, tenants: ['Acme Corp']}}\n", "'Acme Corp' is not a"),
+        (f"    - {{name: a, sha256: {SHA}, tenants: ['']}}\n", "'' is not a tenant id"),
+        (f"    - {{name: '', sha256: {SHA}, tenants: [acme]}}\n", r"name is required"),
+    ],
+)
+def test_a_mistyped_key_entry_fails_start_up_naming_it(
+    tmp_path: Path, entries: str, match: str
+) -> None:
+    with pytest.raises(SettingsError, match=match):
+        load_settings(_keys(tmp_path, entries), env={})
