@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import logging
-
 import json
+import logging
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -253,7 +252,7 @@ def test_key_for_another_tenant_is_permission_denied_everywhere(
         logged = [r for r in caplog.records if r.getMessage() == "call refused"]
         assert len(logged) == 2
         assert all(
-            (getattr(r, "reason"), getattr(r, "key"), getattr(r, "tenant"))
+            (r.reason, r.key, r.tenant)
             == ("TENANT_NOT_ALLOWED", "other", TENANT)
             for r in logged
         )
