@@ -199,8 +199,17 @@ class GateMetrics:
             ["downstream", "grpc_code"],
             registry=r,
         )
+        self.downstream_caller_deadlines = Counter(
+            "candor_gate_downstream_caller_deadlines_total",
+            "Calls to retrieval or the generator cut off by the gate's caller's own deadline: "
+            "not counted in candor_gate_downstream_calls_total (they say nothing about the "
+            "service called), unless none of its calls succeeds.",
+            ["downstream"],
+            registry=r,
+        )
         for downstream in DOWNSTREAMS:
             self.downstream.labels(downstream, grpc.StatusCode.OK.name)
+            self.downstream_caller_deadlines.labels(downstream)
         self.refusal_translations = Counter(
             "candor_gate_refusal_translations_total",
             "Refusals in a language the message table lacks, by outcome "
@@ -452,8 +461,10 @@ class GateServicer(pb_grpc.GateServiceServicer):
         self, downstream: str, code: grpc.StatusCode, caller_bound: bool = False
     ) -> None:
         """Count one call to retrieval or the generator; one cut short by the caller's own
-        deadline says nothing about the service called, and is not counted."""
+        deadline says nothing about the service called, and is counted apart: a generator
+        that hangs while every caller sets a short deadline showed nowhere else."""
         if code == grpc.StatusCode.DEADLINE_EXCEEDED and caller_bound:
+            self._m.downstream_caller_deadlines.labels(downstream).inc()
             return
         self._m.downstream.labels(downstream, code.name).inc()
 

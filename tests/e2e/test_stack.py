@@ -252,9 +252,7 @@ def test_key_for_another_tenant_is_permission_denied_everywhere(
         logged = [r for r in caplog.records if r.getMessage() == "call refused"]
         assert len(logged) == 2
         assert all(
-            (r.reason, r.key, r.tenant)
-            == ("TENANT_NOT_ALLOWED", "other", TENANT)
-            for r in logged
+            (r.reason, r.key, r.tenant) == ("TENANT_NOT_ALLOWED", "other", TENANT) for r in logged
         )
         # The other tenant's own knowledge base is empty: no leak across tenants.
         reply = stub.Retrieve(

@@ -72,3 +72,43 @@ def test_retrieval_refusing_the_gates_own_call_is_internal_not_the_callers_fault
     assert err.value.code() == grpc.StatusCode.INTERNAL
     info = error_info_of(err.value)
     assert info is not None and info.reason == "RETRIEVAL_UNAUTHENTICATED"
+
+
+def test_a_hung_retrieval_cut_off_by_short_caller_deadlines_is_counted_apart(
+    tmp_path: Path,
+) -> None:
+    # A downstream that accepts connections and never answers (a stopped process): calls cut
+    # off by a caller deadline under half the gate's own timeout were counted nowhere, so no
+    # alert could say the service hung (an outside probe, with a stopped generator).
+    import socket
+
+    import grpc
+    import pytest
+
+    from candor.gate.v1 import gate_pb2_grpc
+
+    hung = socket.socket()
+    hung.bind(("127.0.0.1", 0))
+    hung.listen(16)  # never accepted: the handshake completes, nothing is ever read
+    env = stack_env(
+        str(tmp_path / "data"),
+        CANDOR_GATE__RETRIEVAL_TARGET=f"127.0.0.1:{hung.getsockname()[1]}",
+        CANDOR_GATE__RETRIEVAL_TIMEOUT_SECONDS="10",
+    )
+    stack = Stack(lambda: start_stack(load_settings(env=env), "gate"))
+    try:
+        with grpc.insecure_channel(stack.address("GateService")) as ch:
+            stub = gate_pb2_grpc.GateServiceStub(ch)
+            for _ in range(2):
+                with pytest.raises(grpc.RpcError) as err:
+                    stub.Evaluate(gate_pb2.EvaluateRequest(tenant="t", query="tyres?"), timeout=1)
+                assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        text = scrape(stack.metrics_port("GateService"))
+    finally:
+        stack.stop()
+        hung.close()
+    cut = "candor_gate_downstream_caller_deadlines_total"
+    assert metric_value(text, cut, {"downstream": "retrieval"}) == 2
+    assert metric_value(text, cut, {"downstream": "generator"}) == 0
+    calls = "candor_gate_downstream_calls_total"
+    assert metric_value(text, calls, {"downstream": "retrieval"}) == 0  # not a failure of its own

@@ -66,7 +66,11 @@ class Aborting(Context):
         raise grpc.aio.AbortError()
 
 
-@pytest.mark.parametrize(("remaining", "gone"), [(0.0, False), (-0.5, False), (3.0, True)])
+# (0.004, False): the deadline landed while the abort was sent, but the context still read a
+# few milliseconds left (an outside probe: 3 ERROR tracebacks in 2,000 short-deadline calls).
+@pytest.mark.parametrize(
+    ("remaining", "gone"), [(0.0, False), (-0.5, False), (3.0, True), (0.004, False)]
+)
 async def test_an_error_raised_while_the_caller_leaves_is_not_a_servicer_bug(
     remaining: float, gone: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
