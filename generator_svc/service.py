@@ -304,6 +304,9 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
             extra={
                 "backend": name,
                 "prompt_version": self._templates.version,
+                # The threshold config that let this answer through, as the token says.
+                "policy_version": claims.policy_version,
+                "tenant": claims.tenant,
                 "verified": passed,
                 "citations": len(checks),
                 "input_tokens": draft.input_tokens,

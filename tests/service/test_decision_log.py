@@ -34,3 +34,33 @@ def test_decision_log_carries_the_tenant_and_the_override_that_applied(
         if r.getMessage() == "decision"
     ]
     assert logged == [("t", "", "cfg-1"), ("acme", "acme", "cfg-1")]
+
+
+def test_the_generators_answer_log_names_the_config_that_let_it_through(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The pass token carries the policy version; the generator never said it, so an answer
+    # in its log could not be traced to the thresholds that admitted it.
+    from candor.gate.v1 import gate_pb2, gate_pb2_grpc
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text('version: "cfg-7"\npolicy: seed000\n')
+    env = stack_env(str(tmp_path / "data"), CANDOR_GATE__POLICY_PATH=str(policy))
+    stack = Stack(lambda: start_stack(load_settings(env=env)))
+    caplog.set_level(logging.INFO, logger="candor.generator")
+    try:
+        seed_bikes(stack, "acme")
+        import grpc
+
+        with grpc.insecure_channel(stack.address("GateService")) as ch:
+            replies = list(
+                gate_pb2_grpc.GateServiceStub(ch).Ask(
+                    gate_pb2.AskRequest(tenant="acme", query="What pressure do road tyres run at?"),
+                    timeout=10,
+                )
+            )
+    finally:
+        stack.stop()
+    assert replies[0].decision.outcome == gate_pb2.OUTCOME_PASS
+    [line] = [r for r in caplog.records if r.getMessage() == "answer generated"]
+    assert (line.policy_version, line.tenant) == ("cfg-7", "acme")  # type: ignore[attr-defined]
