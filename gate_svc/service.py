@@ -399,19 +399,27 @@ class GateServicer(pb_grpc.GateServiceServicer):
         reader = await self._read(
             query, candidates, (policy, shadow_policy), down, missing, rerank, context
         )
+        def decide_with(p: PolicyConfig) -> Decision:
+            # Only what this config reads: a shadow's reading or rerank showed in the signals
+            # of an active decision whose policy never weighs them.
+            return decide(
+                candidates,
+                p,
+                query,
+                down,
+                rerank if uses_reranker(p) else None,
+                reader if uses_reader(p) else None,
+                missing,
+            )
+
         t0 = time.perf_counter()
-        decision = decide(candidates, policy, query, down, rerank, reader, missing)
+        decision = decide_with(policy)
         self._m.decide_seconds.observe(time.perf_counter() - t0)
         out = self._finish(decision, tenant, query, language, arms, degraded, policy, policy_tenant)
         out.rewritten_query = reply.rewritten_query
         out = await self._translate_refusal(out, query, language, policy, context)
         if shadow_policy is not None:
-            self._shadow(
-                out,
-                decision,
-                shadow_policy,
-                lambda p: decide(candidates, p, query, down, rerank, reader, missing),
-            )
+            self._shadow(out, decision, shadow_policy, decide_with)
         elapsed = time.perf_counter() - started
         out.elapsed.FromNanoseconds(int(elapsed * 1e9))
         self._m.evaluate_seconds.observe(elapsed)

@@ -115,6 +115,24 @@ def test_a_policy_that_ignores_the_reader_never_runs_it(tmp_path: Path) -> None:
     assert (metric_value(text, "candor_gate_reader_seconds_count", {}) or 0) == 0
 
 
+def test_a_shadow_that_reads_leaves_its_reading_out_of_the_active_decision(
+    tmp_path: Path,
+) -> None:
+    # The shadow's reader signals showed in the signals of an active seed000 decision, which
+    # never weighs them: its explanation named numbers that did not decide it.
+    shadow = tmp_path / "shadow.yaml"
+    shadow.write_text(READER_POLICY.replace("reader-only-1", "reader-shadow-1"))
+    (d,), text = _decide(
+        tmp_path,
+        'version: "s0"\npolicy: seed000\n',
+        "What causes two high tides every day?",
+        CANDOR_GATE__SHADOW_POLICY_PATH=str(shadow),
+    )
+    assert not {s.name for s in d.signals} & {"reader", "reader_top1", "reader_fallback"}
+    assert metric_value(text, "candor_gate_reader_seconds_count", {}) == 1  # the shadow read
+    assert d.shadow.policy_version == "reader-shadow-1"
+
+
 def test_an_unreadable_reader_file_stops_start_up(tmp_path: Path) -> None:
     bad = tmp_path / "reader.onnx"
     bad.write_bytes(b"not an onnx graph")
