@@ -399,6 +399,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
         reader = await self._read(
             query, candidates, (policy, shadow_policy), down, missing, rerank, context
         )
+
         def decide_with(p: PolicyConfig) -> Decision:
             # Only what this config reads: a shadow's reading or rerank showed in the signals
             # of an active decision whose policy never weighs them.
