@@ -163,6 +163,15 @@ def seed_bikes(stack: Stack, tenant: str = "t") -> None:
         )
 
 
+def ask(stack: Stack, query: str, tenant: str = "t", timeout: float = 10.0) -> list[Any]:
+    """Every message of the gate's Ask stream for ``query``."""
+    from candor.gate.v1 import gate_pb2, gate_pb2_grpc
+
+    with grpc.insecure_channel(stack.address("GateService")) as ch:
+        stub = gate_pb2_grpc.GateServiceStub(ch)
+        return list(stub.Ask(gate_pb2.AskRequest(tenant=tenant, query=query), timeout=timeout))
+
+
 def evaluate(
     stack: Stack, query: str, language: str = "", tenant: str = "t", timeout: float = 10.0
 ) -> Any:

@@ -9,7 +9,7 @@ import pytest
 
 from candor.cli.stack import start_stack
 from candor.settings import load_settings
-from tests.helpers import Stack, evaluate, seed_bikes, stack_env
+from tests.helpers import Stack, ask, evaluate, seed_bikes, stack_env
 
 POLICY = 'version: "cfg-1"\npolicy: seed000\ntenants:\n  acme: {policy: seed000}\n'
 
@@ -41,7 +41,7 @@ def test_the_generators_answer_log_names_the_config_that_let_it_through(
 ) -> None:
     # The pass token carries the policy version; the generator never said it, so an answer
     # in its log could not be traced to the thresholds that admitted it.
-    from candor.gate.v1 import gate_pb2, gate_pb2_grpc
+    from candor.gate.v1 import gate_pb2
 
     policy = tmp_path / "policy.yaml"
     policy.write_text('version: "cfg-7"\npolicy: seed000\n')
@@ -50,15 +50,7 @@ def test_the_generators_answer_log_names_the_config_that_let_it_through(
     caplog.set_level(logging.INFO, logger="candor.generator")
     try:
         seed_bikes(stack, "acme")
-        import grpc
-
-        with grpc.insecure_channel(stack.address("GateService")) as ch:
-            replies = list(
-                gate_pb2_grpc.GateServiceStub(ch).Ask(
-                    gate_pb2.AskRequest(tenant="acme", query="What pressure do road tyres run at?"),
-                    timeout=10,
-                )
-            )
+        replies = ask(stack, "What pressure do road tyres run at?", tenant="acme")
     finally:
         stack.stop()
     assert replies[0].decision.outcome == gate_pb2.OUTCOME_PASS

@@ -11,13 +11,13 @@ import pytest
 
 from candor.cli.stack import start_stack
 from candor.common.v1 import evidence_pb2
-from candor.gate.v1 import gate_pb2, gate_pb2_grpc
+from candor.gate.v1 import gate_pb2
 from candor.retrieval.v1 import retrieval_pb2 as pb
 from candor.retrieval.v1 import retrieval_pb2_grpc as pb_grpc
 from candor.runtime.message_size import TRAILER_BYTES, trim_to_fit
 from candor.runtime.validation import MAX_CURATED_CHARS, MAX_TITLE_CHARS, MAX_URI_CHARS
 from candor.settings import load_settings
-from tests.helpers import Stack, stack_env
+from tests.helpers import Stack, ask, stack_env
 
 LIMIT = 256 * 1024
 DOCS = 20
@@ -104,13 +104,7 @@ def test_gate_evidence_over_the_send_limit_is_trimmed_before_the_token_is_signed
                         tenant="t", documents=[_curated(i) for i in range(first, first + 5)]
                     )
                 )
-        with grpc.insecure_channel(stack.address("GateService")) as ch:
-            events = list(
-                gate_pb2_grpc.GateServiceStub(ch).Ask(
-                    gate_pb2.AskRequest(tenant="t", query="What pressure for tyres?"),
-                    timeout=30,
-                )
-            )
+        events = ask(stack, "What pressure for tyres?", timeout=30)
     finally:
         stack.stop()
     decision = events[0].decision
