@@ -8,7 +8,7 @@ import logging
 import math
 import time
 import unicodedata
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -70,6 +70,7 @@ from retrieval_svc.stores.base import DENSE
 from retrieval_svc.stores.data_dir import check_start_space, lock_embedded, opening_data_dir
 from retrieval_svc.stores.edge import EdgeDenseStore
 from retrieval_svc.stores.factory import open_dense, open_keyword
+from retrieval_svc.write_order import ArrivalOrder
 
 log = logging.getLogger("candor.retrieval")
 _T = TypeVar("_T")
@@ -239,50 +240,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         self._rewriter, self._questions = rewriter, question_generator
         # One writer at a time keeps the two stores' commits in the same order.
         self._write_lock = asyncio.Lock()
-        self._last_write: dict[tuple[str, str], asyncio.Future[None]] = {}
-        """Per (tenant, document id): the latest call that writes it, in arrival order."""
-
-    @contextlib.asynccontextmanager
-    async def _in_arrival_order(
-        self, tenant: str, ids: Sequence[str]
-    ) -> AsyncIterator[Callable[[], Awaitable[None]]]:
-        """Writes to the same documents land in the order their calls arrived.
-
-        An upsert generating hypothetical questions waits seconds for an LLM before it takes
-        the write lock: a delete (or a plainer upsert) of the same document sent after it
-        landed first, and the older call then restored what the newer one removed. Each call
-        takes its place per document on arrival and waits, before writing, for the calls that
-        arrived earlier for any of its documents (calls for other documents do not wait): the
-        context yields that wait, to await right before writing. Its place is given up only
-        once those are done and its own write has landed, even when it is cancelled.
-        """
-        loop = asyncio.get_running_loop()
-        mine: asyncio.Future[None] = loop.create_future()
-        keys = [(tenant, i) for i in dict.fromkeys(ids)]
-        earlier = {self._last_write[k] for k in keys if k in self._last_write}
-        for k in keys:
-            self._last_write[k] = mine
-
-        async def turn() -> None:
-            if earlier:
-                await asyncio.gather(*earlier)
-
-        try:
-            yield turn
-        finally:
-            pending = [f for f in earlier if not f.done()]
-
-            def done(_: object = None) -> None:
-                if not mine.done():
-                    mine.set_result(None)
-                for k in keys:
-                    if self._last_write.get(k) is mine:
-                        del self._last_write[k]
-
-            if pending:
-                asyncio.gather(*pending).add_done_callback(done)
-            else:
-                done()
+        self._arrivals = ArrivalOrder()
 
     async def _write(self, write: Callable[[], _T], landed: Callable[[_T], None]) -> _T:
         """Run a store write in a thread under the write lock, which it holds until the write
@@ -575,7 +533,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             for d in request.documents
         ]
         start = time.perf_counter()
-        async with self._in_arrival_order(request.tenant, [d.document_id for d in docs]) as turn:
+        async with self._arrivals.slot(request.tenant, [d.document_id for d in docs]) as turn:
             # Before the write lock: the LLM calls can take seconds and need no lock.
             report = (
                 await self._hypothetical(docs, context) if request.hypothetical_questions else None
@@ -636,7 +594,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             for r in results:
                 self._m.documents.labels("delete", r.outcome).inc()
 
-        async with self._in_arrival_order(request.tenant, ids) as turn:
+        async with self._arrivals.slot(request.tenant, ids) as turn:
             await turn()
             results, _ = await self._write(
                 lambda: (self._kb.delete(request.tenant, ids), self._kb.sizes()), deleted
