@@ -42,12 +42,25 @@ class SourceDocument:
     question: str = ""
 
 
-def generation_of(doc: SourceDocument) -> str:
-    """Content hash of a document version; chunks of other versions are replaced."""
+CHUNKER_VERSION = 1
+"""Bump when :func:`chunk_document` cuts the same text and settings differently, so that a
+re-ingest replaces every window cut the old way."""
+
+
+def generation_of(doc: SourceDocument, chunking: tuple[int, int] | None = None) -> str:
+    """Hash of a document version as chunked; chunks of other versions are replaced.
+
+    ``chunking`` (chunk tokens, overlap tokens) is part of it: cut with other settings, the
+    same content gives other windows under the same positional chunk ids, and a re-ingest
+    after a settings change left the old windows published in the dense store (one arm
+    searched text the other no longer held), unseen by verify and kept by reindex.
+    """
     h = hashlib.sha256()
     for part in (doc.title, doc.text, str(doc.source_kind), doc.uri, doc.question):
         h.update(part.encode())
         h.update(b"\x00")
+    if chunking is not None:
+        h.update(f"chunker {CHUNKER_VERSION} {chunking[0]} {chunking[1]}".encode())
     return h.hexdigest()[:16]
 
 
@@ -194,7 +207,8 @@ def chunk_document(
     Windows are cut at word boundaries to fit ``chunk_tokens`` of body text (the heading and
     title are added on top) and overlap by about ``overlap_tokens``.
     """
-    gen = generation_of(doc)
+    # A curated answer is one chunk whatever the settings.
+    gen = generation_of(doc, None if doc.question else (chunk_tokens, overlap_tokens))
 
     def make(passage: Passage, child: int, text: str) -> Chunk:
         return Chunk(

@@ -23,6 +23,7 @@ from retrieval_svc.knowledge_base import (
     environment_failure,
     record_collection,
 )
+from retrieval_svc.reconcile import find_drift
 from retrieval_svc.service import no_arm_answered
 from retrieval_svc.stores import data_dir
 from retrieval_svc.stores.base import Hit, StoreReadOnly
@@ -579,3 +580,24 @@ def test_an_expansion_widens_the_search_but_the_query_scores_what_it_finds(
     assert padded.keyword is not None and (
         top.keyword is None or top.keyword.score < padded.keyword.score
     )
+
+
+def test_a_reingest_with_other_chunk_settings_replaces_every_window_in_both_stores(
+    kb: KnowledgeBase,
+) -> None:
+    # Positional chunk ids are the same under other settings; sharing a generation, the old
+    # windows stayed published in the dense store beside the new keyword ones, unseen by
+    # verify (an outside probe: 29 dense windows against 5 keyword chunks).
+    text = "## Long\n\n" + " ".join(f"w{i}x word{i}" for i in range(300))
+    doc = SourceDocument("t1", "long", "Long", text, 1)
+    assert [r.outcome for r in kb.upsert([doc])] == ["written"]
+    before = [c.chunk_id for c in kb._keyword.inventory() if c.document_id == "long"]
+    wider = KnowledgeBase(kb.embedder, kb._dense, kb._keyword, chunk_tokens=200, overlap_tokens=30)
+    [written] = wider.upsert([doc])
+    assert written.outcome == "written" and written.chunks < len(before)
+    dense = [c for c in kb._dense.inventory() if c.document_id == "long"]
+    keyword = [c for c in kb._keyword.inventory() if c.document_id == "long"]
+    assert sorted(c.chunk_id for c in dense) == sorted(c.chunk_id for c in keyword)
+    assert all(c.published for c in dense) and len(dense) == written.chunks
+    assert len({c.generation for c in dense + keyword}) == 1
+    assert find_drift(kb._dense.inventory(), kb._keyword.inventory()) == []

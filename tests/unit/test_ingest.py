@@ -242,8 +242,8 @@ def test_generation_changes_when_text_changes_and_is_shared_by_all_chunks() -> N
     d1 = doc("# A\n" + numbered(30))
     d2 = dataclasses.replace(d1, text="# A\n" + numbered(31))
     c1, c2 = chunk_document(d1, 10, 3), chunk_document(d2, 10, 3)
-    assert {c.generation for c in c1} == {generation_of(d1)}
-    assert {c.generation for c in c2} == {generation_of(d2)}
+    assert {c.generation for c in c1} == {generation_of(d1, (10, 3))}
+    assert {c.generation for c in c2} == {generation_of(d2, (10, 3))}
     assert generation_of(d1) != generation_of(d2)
     assert generation_of(d1) == generation_of(dataclasses.replace(d1))
     assert len(generation_of(d1)) == 16
@@ -264,3 +264,16 @@ def test_embedding_text_prefixes_the_title() -> None:
 
 def test_generation_fields_cannot_run_into_each_other() -> None:
     assert generation_of(doc("c", title="ab")) != generation_of(doc("bc", title="a"))
+
+
+def test_other_chunk_settings_make_another_generation() -> None:
+    # Same content cut with other settings: other windows under the same positional ids.
+    # Sharing a generation, the re-ingest kept the old windows published in the dense store.
+    d = doc("# A\n" + numbered(60))
+    gens = {
+        settings: {c.generation for c in chunk_document(d, *settings)}
+        for settings in ((10, 3), (10, 5), (20, 3))
+    }
+    assert all(len(g) == 1 for g in gens.values())
+    assert len(set.union(*gens.values())) == 3
+    assert chunk_document(d, 10, 3)[1].chunk_id == chunk_document(d, 10, 5)[1].chunk_id
