@@ -373,3 +373,9 @@ def has_answer_type(text: str, answer_type: str) -> bool:
     """Whether ``text`` contains a token of the expected type ('' matches everything)."""
     pattern = _TYPE_EVIDENCE.get(answer_type)
     return True if pattern is None else bool(pattern.search(text))
+
+
+def is_blank(text: str) -> bool:
+    """Nothing but whitespace, control characters (NUL, BEL, ESC, ...) and invisible format
+    characters (zero-width space, BOM, ...): nothing anyone could read or search for."""
+    return all(c.isspace() or unicodedata.category(c) in ("Cc", "Cf") for c in text)

@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from candor.text import units
+from candor.text import is_blank, units
 from retrieval_svc.embed.wordpiece import token_counts
-from retrieval_svc.stores.base import Chunk
+from retrieval_svc.stores.base import CURATED_ANSWER, Chunk
 
 TokenCounter = Callable[[Sequence[str]], list[int]]
 """Tokens per word; chunk sizes are budgets in these units (WordPiece tokens by default)."""
@@ -42,9 +42,10 @@ class SourceDocument:
     question: str = ""
 
 
-CHUNKER_VERSION = 1
-"""Bump when :func:`chunk_document` cuts the same text and settings differently, so that a
-re-ingest replaces every window cut the old way."""
+INDEXING_VERSION = 2
+"""Bump when :func:`chunk_document` cuts the same text and settings differently, or
+:func:`embedding_text` embeds a chunk differently, so that a re-ingest replaces every chunk
+made the old way (2: a curated answer embeds only its first CURATED_EMBED_TOKENS)."""
 
 
 def generation_of(doc: SourceDocument, chunking: tuple[int, int] | None = None) -> str:
@@ -59,8 +60,9 @@ def generation_of(doc: SourceDocument, chunking: tuple[int, int] | None = None) 
     for part in (doc.title, doc.text, str(doc.source_kind), doc.uri, doc.question):
         h.update(part.encode())
         h.update(b"\x00")
+    h.update(f"indexing {INDEXING_VERSION}".encode())
     if chunking is not None:
-        h.update(f"chunker {CHUNKER_VERSION} {chunking[0]} {chunking[1]}".encode())
+        h.update(f" chunking {chunking[0]} {chunking[1]}".encode())
     return h.hexdigest()[:16]
 
 
@@ -100,18 +102,24 @@ def sections(text: str) -> list[tuple[str, str]]:
     path: list[str] = []  # headings not yet followed by text, the current one last
     last_end = 0
     for _, heading, start, end in headings(text):
-        if body := text[last_end:start].strip():
+        if body := _readable(text[last_end:start]):
             out.append((" / ".join(path), body))
             path = []
         path = [*path, heading] if heading else path
         last_end = end
-    if body := text[last_end:].strip():
+    if body := _readable(text[last_end:]):
         out.append((" / ".join(path), body))
     elif out and path:
         # Headings alone at the end: still words of the document (a document of headings
         # alone has no text to index, which the service refuses).
         out.append(("", " / ".join(path)))
     return out
+
+
+def _readable(body: str) -> str:
+    """``body`` stripped, or "" when nothing in it can be read (a NUL or a zero-width space
+    under a heading made a chunk of its own, though the service refuses such a document)."""
+    return "" if is_blank(body) else body.strip()
 
 
 def cut_to_tokens(text: str, max_tokens: int, count: TokenCounter = token_counts) -> str:
@@ -251,8 +259,18 @@ def _embedded_title(title: str) -> str:
     return cut_to_tokens(title, TITLE_TOKENS)
 
 
+CURATED_EMBED_TOKENS = 80
+"""What the dense arm embeds of a curated answer (question first, then the answer): one
+default chunk's body. Embedded whole, a long answer drowned its own question: asked word for
+word, a 1,300-character answer's cosine fell to 0.43, under the curated bound, and was
+refused (an outside probe); cut here it stays at 0.74."""
+
+
 def embedding_text(chunk: Chunk) -> str:
     """What the dense arm embeds: the title gives a short chunk its topic (its first
     :data:`TITLE_TOKENS`, so the chunk stays inside the embedder's window)."""
     title = _embedded_title(chunk.title)
-    return f"{title}\n{chunk.text}" if title else chunk.text
+    text = chunk.text
+    if chunk.source_kind == CURATED_ANSWER:
+        text = cut_to_tokens(text, CURATED_EMBED_TOKENS)
+    return f"{title}\n{text}" if title else text

@@ -7,7 +7,6 @@ import contextlib
 import logging
 import math
 import time
-import unicodedata
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -34,6 +33,7 @@ from candor.runtime.validation import (
     check_document_ids,
     check_enum,
     check_length,
+    check_one_line,
     check_query,
     check_tenant,
     check_weight,
@@ -491,11 +491,9 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             elif d.source_kind != evidence_pb2.SOURCE_KIND_CURATED_ANSWER and not sections(d.text):
                 v.add(f"{field}.text", "has no text to index outside its markdown headings")
             check_length(d.title, MAX_TITLE_CHARS, v, f"{field}.title")
-            if any(c != "\t" and unicodedata.category(c) == "Cc" for c in d.title):
-                # A title is printed in citations and listings: ESC sequences and line breaks
-                # in it recoloured terminals and forged lines.
-                v.add(f"{field}.title", "must be one line without control characters")
+            check_one_line(d.title, v, f"{field}.title")
             check_length(d.uri, MAX_URI_CHARS, v, f"{field}.uri")
+            check_one_line(d.uri, v, f"{field}.uri")
             check_enum(d.source_kind, evidence_pb2.SourceKind.DESCRIPTOR, v, f"{field}.source_kind")
             if d.source_kind == evidence_pb2.SOURCE_KIND_CURATED_ANSWER:
                 # A curated answer is one chunk, question and answer together: bounded like one.
@@ -503,6 +501,9 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
                     v.add(f"{field}.question", "required for a curated answer")
                 else:
                     check_length(d.question, self._s.max_query_chars, v, f"{field}.question")
+                    # Stored as the first line of the answer's chunk, which is how the gate
+                    # reads it back: a question over two lines was half a question there.
+                    check_one_line(d.question, v, f"{field}.question")
                 check_length(d.text, MAX_CURATED_CHARS, v, f"{field}.text")
             elif d.question:
                 v.add(f"{field}.question", "only for a curated answer (SOURCE_KIND_CURATED_ANSWER)")

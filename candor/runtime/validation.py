@@ -11,6 +11,9 @@ from typing import Final
 from google.protobuf.descriptor import EnumDescriptor
 
 from candor.runtime.errors import FieldViolations
+from candor.text import is_blank
+
+__all__ = ["is_blank"]
 
 TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
 """What a tenant id is, in requests and in ``auth.keys[].tenants``."""
@@ -48,10 +51,17 @@ def check_language(language: str, v: FieldViolations, field: str = "language") -
         )
 
 
-def is_blank(text: str) -> bool:
-    """Nothing but whitespace, control characters (NUL, BEL, ESC, ...) and invisible format
-    characters (zero-width space, BOM, ...): nothing anyone could read or search for."""
-    return all(c.isspace() or unicodedata.category(c) in ("Cc", "Cf") for c in text)
+def check_one_line(text: str, v: FieldViolations, field: str) -> None:
+    """Text printed in citations and listings: ESC sequences and line breaks in it recoloured
+    terminals and forged lines, and bidi overrides (U+202E) reorder what a reader sees."""
+    if any(
+        (c != "\t" and unicodedata.category(c) in ("Cc", "Zl", "Zp")) or c in _BIDI_CONTROLS
+        for c in text
+    ):
+        v.add(field, "must be one line without control characters")
+
+
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 def check_query(query: str, max_chars: int, v: FieldViolations, field: str = "query") -> None:

@@ -12,6 +12,7 @@ import numpy.typing as npt
 from candor.common.v1 import evidence_pb2
 
 HYPOTHETICAL_QUESTION = int(evidence_pb2.SOURCE_KIND_HYPOTHETICAL_QUESTION)
+CURATED_ANSWER = int(evidence_pb2.SOURCE_KIND_CURATED_ANSWER)
 DENSE, KEYWORD = "dense", "keyword"
 """The two arms' names, as metrics, logs and errors spell them."""
 

@@ -26,6 +26,7 @@ from retrieval_svc.knowledge_base import (
 from retrieval_svc.reconcile import find_drift
 from retrieval_svc.service import no_arm_answered
 from retrieval_svc.stores import data_dir
+from retrieval_svc.stores.base import CURATED_ANSWER as CURATED
 from retrieval_svc.stores.base import Hit, StoreReadOnly
 from retrieval_svc.stores.data_dir import MIB
 from retrieval_svc.stores.edge import EdgeDenseStore
@@ -601,3 +602,22 @@ def test_a_reingest_with_other_chunk_settings_replaces_every_window_in_both_stor
     assert all(c.published for c in dense) and len(dense) == written.chunks
     assert len({c.generation for c in dense + keyword}) == 1
     assert find_drift(kb._dense.inventory(), kb._keyword.inventory()) == []
+
+
+def test_a_long_curated_answer_still_matches_its_own_question(kb: KnowledgeBase) -> None:
+    # Embedded whole, a long answer drowned its question: asked word for word, its cosine
+    # fell under the gate's curated bound (0.43 at 1,300 characters) and it was refused.
+    from gate_svc.policy import PolicyConfig
+
+    question = "How do I change the email address on my account?"
+    filler = (
+        "Our warehouse in Rotterdam ships pallets by rail and by barge; customs forms for "
+        "pallets are filed by the freight team, who also book the container slots. "
+    )
+    answer = "Go to Settings > Profile, edit the email field and confirm the link. " + filler * 8
+    doc = SourceDocument("t1", "faq-email", "Account email", answer, CURATED, question=question)
+    assert [r.outcome for r in kb.upsert([doc])] == ["written"]
+    top = _retrieve(kb, question, mode="dense").candidates[0]
+    assert top.chunk.document_id == "faq-email" and top.dense is not None
+    assert top.dense.score >= PolicyConfig("v").curated_min_cosine
+    assert answer.strip() in top.chunk.text  # the whole answer is still what is served

@@ -76,6 +76,21 @@ CASES: dict[str, tuple[Call, str]] = {
     "uri over the limit": (_upsert(uri="u" * (MAX_URI_CHARS + 1)), "documents[0].uri"),
     "title with an escape sequence": (_upsert(title="Evil\x1b[31mRED"), "documents[0].title"),
     "title of two lines": (_upsert(title="Title\nFAKE LINE"), "documents[0].title"),
+    # A line separator breaks a line too; a bidi override reorders what a reader sees.
+    "title with a line separator": (_upsert(title="Title\u2028FAKE"), "documents[0].title"),
+    "title with a bidi override": (_upsert(title="Refunds \u202egnp.exe"), "documents[0].title"),
+    "uri with an escape sequence": (_upsert(uri="https://x/\x1b[2J"), "documents[0].uri"),
+    "uri of two lines": (_upsert(uri="https://x/\nFAKE"), "documents[0].uri"),
+    # The gate reads a curated answer's question back as its chunk's first line.
+    "curated question of two lines": (
+        _upsert(
+            source_kind=evidence_pb2.SOURCE_KIND_CURATED_ANSWER,
+            question="How long\ndo tyres last?",
+        ),
+        "documents[0].question",
+    ),
+    # Under a heading, a NUL or zero-width space is not text to index.
+    "headings over invisible text": (_upsert(text="# Head\n\x00\u200b"), "documents[0].text"),
     "unknown source kind": (_upsert(source_kind=99), "documents[0].source_kind"),
     "text of zero-width characters": (_upsert(text="\u200b\ufeff \u2060"), "documents[0].text"),
     "curated question over the query limit": (
