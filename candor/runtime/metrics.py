@@ -90,10 +90,8 @@ def code_of(context: grpc.aio.ServicerContext, error: BaseException | None) -> g
         and not isinstance(error, grpc.aio.AbortError)
         and _caller_left(context)
     ):
-        remaining = context.time_remaining()
-        if remaining is not None and remaining <= 0:
-            return grpc.StatusCode.DEADLINE_EXCEEDED
-        return grpc.StatusCode.CANCELLED
+        spent = _deadline_spent(context)
+        return grpc.StatusCode.DEADLINE_EXCEEDED if spent else grpc.StatusCode.CANCELLED
     code = context.code()
     if isinstance(code, grpc.StatusCode):
         return code
@@ -322,6 +320,17 @@ def _grpc_own(error: BaseException) -> bool:
     return type(error).__module__.startswith("grpc")
 
 
+DEADLINE_SLACK_SECONDS = 0.05
+"""A cancel this close to the caller's deadline is the deadline: the caller's clock starts
+first, so its deadline fires (and it resets the stream) while this side still reads a few
+milliseconds left. Read as a cancel, an upsert that ran out of time queued was CANCELLED."""
+
+
+def _deadline_spent(context: grpc.aio.ServicerContext) -> bool:
+    remaining = context.time_remaining()
+    return remaining is not None and remaining <= DEADLINE_SLACK_SECONDS
+
+
 def _caller_left(context: grpc.aio.ServicerContext) -> bool:
     remaining = context.time_remaining()
     cancelled = getattr(context, "cancelled", None)
@@ -331,10 +340,11 @@ def _caller_left(context: grpc.aio.ServicerContext) -> bool:
 def _left_early(span: trace.Span, context: grpc.aio.ServicerContext) -> None:
     """The call is over and its stream never finished: the caller went away (a cancel, a
     passed deadline, or a write that found it gone)."""
-    remaining = context.time_remaining()
-    spent = remaining is not None and remaining <= 0
     record_call_status(
-        grpc.StatusCode.DEADLINE_EXCEEDED if spent else grpc.StatusCode.CANCELLED, span
+        grpc.StatusCode.DEADLINE_EXCEEDED
+        if _deadline_spent(context)
+        else grpc.StatusCode.CANCELLED,
+        span,
     )
 
 

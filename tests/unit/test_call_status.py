@@ -34,6 +34,15 @@ def test_a_caller_that_left_is_cancelled_or_deadline_even_if_the_context_reads_o
         assert code_of(ctx, error) == grpc.StatusCode.DEADLINE_EXCEEDED
 
 
+def test_a_cancel_as_the_deadline_lands_is_the_deadline() -> None:
+    # The caller's deadline fires first on its side: the reset reaches this side with a few
+    # milliseconds still on its clock, and a queued upsert out of time read as CANCELLED.
+    ctx: Any = Context(None, 0.004)
+    assert code_of(ctx, asyncio.CancelledError()) == grpc.StatusCode.DEADLINE_EXCEEDED
+    ctx = Context(None, 0.5)
+    assert code_of(ctx, asyncio.CancelledError()) == grpc.StatusCode.CANCELLED
+
+
 def test_set_or_aborted_codes_and_unexpected_errors() -> None:
     ctx: Any = Context(grpc.StatusCode.INVALID_ARGUMENT, None)
     assert code_of(ctx, grpc.aio.AbortError()) == grpc.StatusCode.INVALID_ARGUMENT
