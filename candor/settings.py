@@ -355,6 +355,9 @@ class Settings:
 
 def _coerce(tp: Any, value: Any, where: str) -> Any:
     origin = typing.get_origin(tp)
+    if value is None and origin not in (types.UnionType, typing.Union):
+        # Read as the text "None" (or "null"), a host list of one host named null loaded.
+        raise SettingsError(f"{where}: no value (null); leave the key out for its default")
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         if not isinstance(value, Mapping):
             raise SettingsError(f"{where}: expected a mapping")
@@ -378,10 +381,21 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:
         return bool(value)
     if tp in (int, float, str):
         try:
-            return tp(value)
+            return _integer(value) if tp is int else tp(value)
         except (TypeError, ValueError) as exc:
             raise SettingsError(f"{where}: expected {tp.__name__}, got {value!r}") from exc
     return value
+
+
+def _integer(value: Any) -> int:
+    """An int from its text, "60.0" included (YAML read that as a float, and int() took it)."""
+    try:
+        return int(value)
+    except ValueError:
+        number = float(value)
+        if not number.is_integer():
+            raise
+        return int(number)
 
 
 def _build(cls: type[Any], data: Mapping[str, Any], where: str) -> Any:
@@ -472,8 +486,9 @@ class _TextLoader(yaml.SafeLoader):
     became "False", so the key was refused its own tenant and allowed another one's."""
 
 
+_KEPT_RESOLVERS = ("tag:yaml.org,2002:merge", "tag:yaml.org,2002:null")
 _TextLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag == "tag:yaml.org,2002:merge"]
+    first: [(tag, regexp) for tag, regexp in resolvers if tag in _KEPT_RESOLVERS]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
 
@@ -601,14 +616,12 @@ def _key_checks(keys: tuple[ApiKey, ...]) -> list[tuple[bool, str]]:
     from candor.runtime.validation import TENANT
 
     checks: list[tuple[bool, str]] = []
-    seen_names: set[str] = set()
     seen_hashes: dict[str, str] = {}
     for i, key in enumerate(keys):
         where = f"auth.keys[{i}] ({key.name or 'no name'})"
         digest = key.sha256.lower()
         checks += [
             (bool(key.name), f"auth.keys[{i}].name is required (it names the key in logs)"),
-            (key.name not in seen_names, f"{where}: another key has this name"),
             (
                 re.fullmatch(r"[0-9a-f]{64}", digest) is not None,
                 f"{where}.sha256 must be 64 hex chars (sha256 of the key)",
@@ -629,7 +642,6 @@ def _key_checks(keys: tuple[ApiKey, ...]) -> list[tuple[bool, str]]:
                     "'_', '.', '-'), nor '*'",
                 )
             )
-        seen_names.add(key.name)
         seen_hashes.setdefault(digest, key.name)
     return checks
 

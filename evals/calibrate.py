@@ -419,7 +419,13 @@ def main(argv: list[str] | None = None) -> int:
         default=0.05,
         help="false acceptance allowed at the pass (uncertain) bound",
     )
-    ap.add_argument("--confident-far", type=float, default=0.01)
+    ap.add_argument(
+        "--confident-far",
+        type=float,
+        default=None,
+        help="false acceptance allowed at the confident bound; default 0.01, or --target-far "
+        "if that is lower",
+    )
     ap.add_argument(
         "--weight",
         type=float,
@@ -439,6 +445,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--source", default="", help="dataset name for the provenance")
     args = ap.parse_args(argv)
+    if args.confident_far is None:
+        args.confident_far = min(0.01, args.target_far)
     if not 0 <= args.read_floor_cost < 1:
         ap.error("--read-floor-cost must be in [0, 1)")
     for flag, rate in (("--target-far", args.target_far), ("--confident-far", args.confident_far)):
@@ -490,9 +498,12 @@ def main(argv: list[str] | None = None) -> int:
     model = reader_model(rows)
     if model and fitted["calibrated"]["coefficients"].get("reader"):
         fitted["calibrated"]["reader_model"] = model
-    # --source names the data; the rows' digests stay, so the fit can still be traced to them.
+    # --source names the data; the rows' digests stay, so the fit can still be traced to them
+    # (by file name only: the provenance is served by GetPolicy, local paths are not its to say).
     provenance = " + ".join(
-        f"{p} (sha256 {_sha256(p)[:12]}" + ("" if args.weight is None else f", weight {w:g}") + ")"
+        f"{p.name if args.source else p} (sha256 {_sha256(p)[:12]}"
+        + ("" if args.weight is None else f", weight {w:g}")
+        + ")"
         for p, w in zip(args.results, args.weight or [1.0] * len(args.results), strict=True)
     )
     if args.source:

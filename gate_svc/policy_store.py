@@ -9,7 +9,8 @@ content is rejected, while going back to an earlier version's exact file (a roll
 
 A changed file is loaded only once two polls in a row read the same bytes. A file edited in
 place can be read half-written, and a prefix of a YAML mapping is often valid YAML: read once,
-it ran (and claimed its version for good) with the bounds it had not reached yet.
+it ran (and claimed its version for good) with the bounds it had not reached yet. A writer
+that stalls longer than a poll interval can still be caught: write elsewhere and rename.
 """
 
 from __future__ import annotations
@@ -106,6 +107,7 @@ class PolicyStore:
         try:
             data = path.read_bytes()
         except OSError as exc:
+            self._unsettled.pop(role, None)  # "two polls in a row" means in a row
             self._reject(role, path, current, f"cannot read: {exc}", f"unreadable: {exc}")
             return current
         digest = hashlib.sha256(data).hexdigest()
@@ -114,6 +116,7 @@ class PolicyStore:
             self._unsettled.pop(role, None)
             return current
         if self._rejected.get(role) == digest:
+            self._unsettled.pop(role, None)
             return current  # the file rejected last poll: parsing it again costs a core
         if self._unsettled.get(role) != digest:
             self._unsettled[role] = digest  # perhaps still being written: look again next poll

@@ -201,9 +201,9 @@ class GateMetrics:
         )
         self.downstream_caller_deadlines = Counter(
             "candor_gate_downstream_caller_deadlines_total",
-            "Calls to retrieval or the generator cut off by the gate's caller's own deadline: "
-            "not counted in candor_gate_downstream_calls_total (they say nothing about the "
-            "service called), unless none of its calls succeeds.",
+            "Calls to retrieval or the generator cut off by the gate's caller's own deadline, "
+            "not counted in candor_gate_downstream_calls_total (alone they say nothing about "
+            "the service called; CandorGateDownstreamUnanswered fires when none succeeds).",
             ["downstream"],
             registry=r,
         )

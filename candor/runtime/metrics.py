@@ -278,11 +278,11 @@ async def _abort_unexpected(
     """
     if not isinstance(error, Exception) or isinstance(error, grpc.aio.AbortError):
         return
-    # grpc's own errors about the call (ExecuteBatchError from an abort) mean the call ended
-    # under the servicer: a caller's deadline that lands while an abort is sent reads a few
-    # microseconds left, and each such call logged an ERROR with a traceback (3 in 2,000 calls
-    # with 3-15 ms deadlines, an outside probe).
-    if _caller_left(context) or _grpc_own(error):
+    # grpc's own error from an abort sent as the caller's deadline lands (ExecuteBatchError)
+    # comes with a few milliseconds still on this side's clock: each such call logged an
+    # ERROR with a traceback (3 in 2,000 calls with 3-15 ms deadlines, an outside probe). Only
+    # then: a downstream's AioRpcError or a UsageError from a servicer bug is a bug's.
+    if _caller_left(context) or (_grpc_own(error) and _deadline_spent(context)):
         # The caller left (or its deadline passed): nobody gets an abort now, and a second one
         # would fail. grpc's own errors from a send on the dead call are no bug; anything else
         # may be one, raised on the way out of a cancelled call (an abort on it, a stream

@@ -164,3 +164,13 @@ def test_a_named_source_keeps_the_rows_digest_in_the_provenance(tmp_path: Path) 
     digest = hashlib.sha256(a.read_bytes()).hexdigest()[:12]
     fitted_on = parse_policy(out.read_text()).calibrated.fitted_on
     assert fitted_on.startswith("our help centre: ") and digest in fitted_on
+    assert str(tmp_path) not in fitted_on  # served by GetPolicy: file names, not local paths
+
+
+def test_a_low_target_far_alone_lowers_the_confident_one_with_it(tmp_path: Path) -> None:
+    # The default confident rate (0.01) above a --target-far of 0 was refused, blaming a flag
+    # the user never typed.
+    a = _write(tmp_path / "a.jsonl", _rows(50, 1, 1.0))
+    out = tmp_path / "x.yaml"
+    calibrate.main([str(a), "--out", str(out), "--target-far", "0"])
+    assert "confident_far=0.0" in parse_policy(out.read_text()).calibrated.fitted_on

@@ -90,6 +90,17 @@ async def test_an_error_raised_while_the_caller_leaves_is_not_a_servicer_bug(
     assert ctx.aborts == [] and "unexpected error" not in caplog.text
 
 
+async def test_a_grpc_error_with_the_caller_still_there_is_a_servicer_bug(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A downstream's error escaping a servicer comes from a grpc module too: exempting every
+    # such error hid real failures from the log the runbook reads.
+    ctx = Aborting(25.0)
+    with pytest.raises(grpc.aio.AbortError):
+        await _abort_unexpected(ctx, "/s/M", ExecuteBatchError("a bug's"))  # type: ignore[arg-type]
+    assert "unexpected error in servicer" in caplog.text and len(ctx.aborts) == 1
+
+
 async def test_a_servicer_bug_after_the_caller_left_is_still_logged_and_counted_as_the_caller_saw(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -235,3 +235,19 @@ def test_a_file_read_half_written_is_not_loaded_and_the_whole_one_is(tmp_path: P
     assert store.active.config.version == "v2"
     assert store.active.config.seed000.answer_gate == 55.0
     assert events == [("active", "success", "v2")]
+
+
+def test_two_polls_must_read_the_file_in_a_row(tmp_path: Path) -> None:
+    # Seen, then unreadable for a poll, then seen again: not two readings in a row.
+    path = tmp_path / "policy.yaml"
+    path.write_text(V1)
+    store = PolicyStore(path)
+    path.write_text(V2)
+    store.reload_now()
+    path.unlink()
+    store.reload_now()
+    path.write_text(V2)
+    store.reload_now()
+    assert store.active.config.version == "v1"
+    store.reload_now()
+    assert store.active.config.version == "v2"

@@ -317,11 +317,6 @@ def test_typed_settings_still_convert_their_text(tmp_path: Path) -> None:
             f"    - {{name: b, sha256: {SHA.upper()}, tenants: [beta]}}\n",
             r"the same key as a; give it one entry",
         ),
-        (
-            f"    - {{name: a, sha256: {SHA}, tenants: [acme]}}\n"
-            f"    - {{name: a, sha256: {'b' * 64}, tenants: [beta]}}\n",
-            "another key has this name",
-        ),
         (f"    - {{name: a, sha256: {'z' * 64}, tenants: [acme]}}\n", "64 hex chars"),
         (
             f"    - {{name: a, sha256: {hashlib.sha256(b'').hexdigest()}, tenants: [acme]}}\n",
@@ -338,3 +333,33 @@ def test_a_mistyped_key_entry_fails_start_up_naming_it(
 ) -> None:
     with pytest.raises(SettingsError, match=match):
         load_settings(_keys(tmp_path, entries), env={})
+
+
+def test_a_rotation_lists_the_new_key_beside_the_old_under_one_name(tmp_path: Path) -> None:
+    # operations.md: add the new key's sha256 next to the old one, then remove the old one.
+    path = _keys(
+        tmp_path,
+        f"    - {{name: billing, sha256: {SHA}, tenants: [acme]}}\n"
+        f"    - {{name: billing, sha256: {'b' * 64}, tenants: [acme]}}\n",
+    )
+    assert [k.name for k in load_settings(path, env={}).auth.keys] == ["billing", "billing"]
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        # Read as text, a null host list was a list of one host named "null".
+        ("retrieval: {opensearch: {hosts: null}}\n", r"no value \(null\)"),
+        ("retrieval: {opensearch: {index: ~}}\n", r"no value \(null\)"),
+        ("retrieval: {top_k:}\n", r"no value \(null\)"),
+        ("retrieval: {top_k: 7.5}\n", "expected int"),
+    ],
+)
+def test_a_setting_without_a_value_is_refused(tmp_path: Path, text: str, match: str) -> None:
+    with pytest.raises(SettingsError, match=match):
+        load_settings(write(tmp_path, text), env={})
+
+
+def test_an_integer_written_as_a_float_still_loads(tmp_path: Path) -> None:
+    s = load_settings(write(tmp_path, "retrieval: {top_k: 7.0, candidate_pool: 1e2}\n"), env={})
+    assert (s.retrieval.top_k, s.retrieval.candidate_pool) == (7, 100)
