@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import math
+import time
 from dataclasses import dataclass
 
 import grpc
@@ -14,6 +16,8 @@ from candor.runtime.errors import abort_info
 from candor.settings import ApiKey, AuthSettings
 
 API_KEY_HEADER = "x-api-key"
+REFUSAL_LOG_INTERVAL_SECONDS = 10.0
+"""At most one "call refused" line per reason and key this often (every refusal is counted)."""
 log = logging.getLogger("candor.auth")
 
 
@@ -40,6 +44,7 @@ class Authenticator:
         self._settings = settings
         self._service = service
         self._keys = {k.sha256.lower(): k for k in settings.keys}
+        self._logged: dict[tuple[str, str], tuple[float, int]] = {}
         # Refusals were counted only as grpc codes and logged nowhere: a key probing other
         # tenants could be neither seen by reason nor named.
         self._failures = Counter(
@@ -71,9 +76,24 @@ class Authenticator:
 
     def _refused(self, reason: str, key: str, tenant: str | None = None) -> None:
         self._failures.labels(reason).inc()
+        # One line per (reason, key) per interval, with how many were left out: a client
+        # without a key wrote one WARNING per call, as fast as it could call. Keys are the
+        # configured names and two placeholders, so this map stays small.
+        now = time.monotonic()
+        last, left_out = self._logged.get((reason, key), (-math.inf, 0))
+        if now - last < REFUSAL_LOG_INTERVAL_SECONDS:
+            self._logged[(reason, key)] = (last, left_out + 1)
+            return
+        self._logged[(reason, key)] = (now, 0)
         log.warning(
             "call refused",
-            extra={"service": self._service, "reason": reason, "key": key, "tenant": tenant},
+            extra={
+                "service": self._service,
+                "reason": reason,
+                "key": key,
+                "tenant": tenant,
+                "not_logged_since_last": left_out,
+            },
         )
 
     async def authenticate(self, context: grpc.aio.ServicerContext) -> Caller:
