@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import aio_server_interceptor
 from opentelemetry.trace import TracerProvider
 
 from candor.runtime.metrics import MetricsInterceptor, ServiceMetrics
+from candor.runtime.reflection import enable_reflection
 from candor.runtime.tracing import configure_tracing
 from candor.settings import ServerSettings
 
@@ -112,9 +112,7 @@ async def start_service(spec: ServiceSpec) -> RunningService:
         spec.register(server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-        reflection.enable_server_reflection(
-            (spec.name, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-        )
+        enable_reflection((spec.name, health.SERVICE_NAME), server)
         port = _bind(server, s.host, s.port, spec.name)
         await server.start()
         spec.metrics.serve(s.host, s.metrics_port)

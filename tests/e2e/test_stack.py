@@ -477,6 +477,30 @@ def test_reflection_lists_each_service_and_health(stack: Stack) -> None:
     } <= names
 
 
+def test_reflection_answers_under_its_v1_name_too(stack: Stack) -> None:
+    # grpcurl asks grpc.reflection.v1 first: each call was logged and counted UNIMPLEMENTED.
+    before = scrape(stack.metrics_port("GateService"))
+    with grpc.insecure_channel(stack.address("GateService")) as ch:
+        info = ch.stream_stream(
+            "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+            request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+            response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
+        )
+        requests = [
+            reflection_pb2.ServerReflectionRequest(list_services=""),
+            reflection_pb2.ServerReflectionRequest(
+                file_containing_symbol="candor.gate.v1.GateService"
+            ),
+        ]
+        listed, described = list(info(iter(requests), timeout=5))
+    assert "candor.gate.v1.GateService" in {s.name for s in listed.list_services_response.service}
+    assert described.file_descriptor_response.file_descriptor_proto
+    after = scrape(stack.metrics_port("GateService"))
+    code = {"grpc_code": "UNIMPLEMENTED"}
+    unimplemented = "grpc_server_handled_total"
+    assert metric_value(after, unimplemented, code) == metric_value(before, unimplemented, code)
+
+
 def test_get_policy_reports_the_active_version(stack: Stack) -> None:
     ch, gate = _gate(stack)
     with ch:
