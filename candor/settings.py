@@ -355,9 +355,11 @@ class Settings:
 
 def _coerce(tp: Any, value: Any, where: str) -> Any:
     origin = typing.get_origin(tp)
+    if value is None and tp is str:
+        return ""  # `api_key_file:` left empty (a template's unset value) is the empty text
     if value is None and origin not in (types.UnionType, typing.Union):
         # Read as the text "None" (or "null"), a host list of one host named null loaded.
-        raise SettingsError(f"{where}: no value (null); leave the key out for its default")
+        raise SettingsError(f"{where}: no value (null or empty)")
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         if not isinstance(value, Mapping):
             raise SettingsError(f"{where}: expected a mapping")
@@ -368,6 +370,9 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:
             value = [v.strip() for v in value.split(",") if v.strip()]
         if not isinstance(value, list | tuple):
             raise SettingsError(f"{where}: expected a list")
+        for i, v in enumerate(value):
+            if v is None:  # an empty text is a setting's unset value, never a list's item
+                raise SettingsError(f"{where}[{i}]: no value (null or empty)")
         return tuple(_coerce(item_tp, v, f"{where}[{i}]") for i, v in enumerate(value))
     if origin in (types.UnionType, typing.Union):
         return value
@@ -403,7 +408,7 @@ def _build(cls: type[Any], data: Mapping[str, Any], where: str) -> Any:
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = set(data) - names
     if unknown:
-        raise SettingsError(f"{where}: unknown settings {sorted(unknown)}")
+        raise SettingsError(f"{where}: unknown settings {sorted(map(str, unknown))}")
     defaults = (
         cls()
         if all(
@@ -510,7 +515,10 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     # Keep the per-service data dirs under the one top-level data_dir unless set explicitly.
     for shared in ("data_dir", "model_cache"):
         if shared in data:
-            data.setdefault("retrieval", {}).setdefault(shared, data[shared])
+            retrieval = data.setdefault("retrieval", {})
+            if not isinstance(retrieval, dict):
+                raise SettingsError("settings.retrieval: expected a mapping")
+            retrieval.setdefault(shared, data[shared])
     settings: Settings = _build(Settings, data, "settings")
     _validate(settings)
     return settings
@@ -616,6 +624,7 @@ def _key_checks(keys: tuple[ApiKey, ...]) -> list[tuple[bool, str]]:
     from candor.runtime.validation import TENANT
 
     checks: list[tuple[bool, str]] = []
+    tenants_of: dict[str, tuple[str, ...]] = {}
     seen_hashes: dict[str, str] = {}
     for i, key in enumerate(keys):
         where = f"auth.keys[{i}] ({key.name or 'no name'})"
@@ -642,6 +651,15 @@ def _key_checks(keys: tuple[ApiKey, ...]) -> list[tuple[bool, str]]:
                     "'_', '.', '-'), nor '*'",
                 )
             )
+        # A name may repeat for one key's rotation (old and new hash side by side), not for
+        # two keys with other tenants, which its refusal log lines could not tell apart.
+        named = tenants_of.setdefault(key.name, key.tenants)
+        checks.append(
+            (
+                set(named) == set(key.tenants),
+                f"{where}: another key of this name lists other tenants; give it its own name",
+            )
+        )
         seen_hashes.setdefault(digest, key.name)
     return checks
 

@@ -447,6 +447,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.confident_far is None:
         args.confident_far = min(0.01, args.target_far)
+        if args.target_far < 0.01:
+            print(
+                f"--target-far {args.target_far} is below the confident tier's default rate "
+                "(0.01): both bounds are fitted at it, so every pass is confident; give "
+                "--confident-far to keep an uncertain tier",
+                file=sys.stderr,
+            )
     if not 0 <= args.read_floor_cost < 1:
         ap.error("--read-floor-cost must be in [0, 1)")
     for flag, rate in (("--target-far", args.target_far), ("--confident-far", args.confident_far)):
@@ -501,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
     # --source names the data; the rows' digests stay, so the fit can still be traced to them
     # (by file name only: the provenance is served by GetPolicy, local paths are not its to say).
     provenance = " + ".join(
-        f"{p.name if args.source else p} (sha256 {_sha256(p)[:12]}"
+        f"{p.name} (sha256 {_sha256(p)[:12]}"
         + ("" if args.weight is None else f", weight {w:g}")
         + ")"
         for p, w in zip(args.results, args.weight or [1.0] * len(args.results), strict=True)

@@ -17,7 +17,10 @@ from candor.settings import ApiKey, AuthSettings
 
 API_KEY_HEADER = "x-api-key"
 REFUSAL_LOG_INTERVAL_SECONDS = 10.0
-"""At most one "call refused" line per reason and key this often (every refusal is counted)."""
+"""At most one "call refused" line per reason, key and tenant this often (every refusal is
+counted)."""
+MAX_REFUSAL_BUCKETS = 4096
+"""(reason, key, tenant) triples remembered for that; past it, those quiet for an interval go."""
 log = logging.getLogger("candor.auth")
 
 
@@ -44,7 +47,7 @@ class Authenticator:
         self._settings = settings
         self._service = service
         self._keys = {k.sha256.lower(): k for k in settings.keys}
-        self._logged: dict[tuple[str, str], tuple[float, int]] = {}
+        self._logged: dict[tuple[str, str, str], tuple[float, int]] = {}
         # Refusals were counted only as grpc codes and logged nowhere: a key probing other
         # tenants could be neither seen by reason nor named.
         self._failures = Counter(
@@ -76,15 +79,21 @@ class Authenticator:
 
     def _refused(self, reason: str, key: str, tenant: str | None = None) -> None:
         self._failures.labels(reason).inc()
-        # One line per (reason, key) per interval, with how many were left out: a client
-        # without a key wrote one WARNING per call, as fast as it could call. Keys are the
-        # configured names and two placeholders, so this map stays small.
+        # One line per (reason, key, tenant) per interval, with how many were left out: a
+        # client without a key wrote one WARNING per call, as fast as it could call. The
+        # tenant stays in the key so a key probing tenant after tenant names each one.
         now = time.monotonic()
-        last, left_out = self._logged.get((reason, key), (-math.inf, 0))
+        bucket = (reason, key, tenant or "")
+        last, left_out = self._logged.get(bucket, (-math.inf, 0))
         if now - last < REFUSAL_LOG_INTERVAL_SECONDS:
-            self._logged[(reason, key)] = (last, left_out + 1)
+            self._logged[bucket] = (last, left_out + 1)
             return
-        self._logged[(reason, key)] = (now, 0)
+        if len(self._logged) >= MAX_REFUSAL_BUCKETS:
+            # Tenants asked for are the caller's to choose: forget the quiet ones.
+            self._logged = {
+                b: v for b, v in self._logged.items() if now - v[0] < REFUSAL_LOG_INTERVAL_SECONDS
+            }
+        self._logged[bucket] = (now, 0)
         log.warning(
             "call refused",
             extra={

@@ -61,8 +61,9 @@ def check_one_line(text: str, v: FieldViolations, field: str) -> None:
         v.add(field, "must be one line without control characters")
 
 
-# The overrides only: embeddings and isolates occur in right-to-left titles exported from
-# editors, and do not reverse what they enclose.
+# The overrides only: they force a direction onto every letter after them ("gnp.exe" read as
+# "exe.png"). Embeddings and isolates occur in right-to-left titles exported from editors and
+# leave letters their own direction.
 _BIDI_CONTROLS = frozenset("\u202d\u202e")
 
 

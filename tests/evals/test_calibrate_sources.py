@@ -79,7 +79,7 @@ def test_calibrate_pools_files_with_weights_and_records_them(tmp_path: Path) -> 
     cfg = parse_policy(out.read_text())
     digest = {p: hashlib.sha256(p.read_bytes()).hexdigest()[:12] for p in (a, b)}
     assert (
-        f"{a} (sha256 {digest[a]}, weight 0.75) + {b} (sha256 {digest[b]}, weight 0.25)"
+        f"{a.name} (sha256 {digest[a]}, weight 0.75) + {b.name} (sha256 {digest[b]}, weight 0.25)"
         in cfg.calibrated.fitted_on
     )
     assert "n=800" in cfg.calibrated.fitted_on  # train rows only

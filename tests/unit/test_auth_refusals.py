@@ -49,3 +49,16 @@ async def test_a_client_hammering_without_a_key_writes_one_line_per_interval(
     assert lines == [("(none sent)", 0), ("(unknown)", 0), ("(none sent)", 49)]
     counted = registry.get_sample_value("candor_auth_failures_total", {"reason": "API_KEY_INVALID"})
     assert counted == 52  # the counter misses none
+
+
+async def test_a_key_probing_tenant_after_tenant_names_each_one(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    keys = (ApiKey("billing", hash_key("k"), ("acme",)),)
+    a = Authenticator(AuthSettings(enabled=True, keys=keys), "test")
+    caplog.set_level(logging.WARNING, logger="candor.auth")
+    caller = auth.Caller(("acme",), "billing")
+    for tenant in ("beta", "gamma", "beta"):
+        with pytest.raises(grpc.aio.AbortError):
+            await a.authorize(Context("k"), caller, tenant)  # type: ignore[arg-type]
+    assert [r.tenant for r in caplog.records] == ["beta", "gamma"]  # type: ignore[attr-defined]

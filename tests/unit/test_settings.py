@@ -349,15 +349,34 @@ def test_a_rotation_lists_the_new_key_beside_the_old_under_one_name(tmp_path: Pa
     ("text", "match"),
     [
         # Read as text, a null host list was a list of one host named "null".
-        ("retrieval: {opensearch: {hosts: null}}\n", r"no value \(null\)"),
-        ("retrieval: {opensearch: {index: ~}}\n", r"no value \(null\)"),
-        ("retrieval: {top_k:}\n", r"no value \(null\)"),
+        ("retrieval: {opensearch: {hosts: null}}\n", r"no value \(null or empty\)"),
+        ("retrieval: {opensearch: {hosts: [a, ~]}}\n", r"hosts\[1\]: no value"),
+        ("retrieval: {top_k:}\n", r"no value \(null or empty\)"),
+        # A null key beside an unknown one was a TypeError (None sorted among names).
+        ("null: 1\nfoo: 2\n", r"unknown settings \['None', 'foo'\]"),
+        ("data_dir: x\nretrieval:\n", "settings.retrieval: expected a mapping"),
         ("retrieval: {top_k: 7.5}\n", "expected int"),
     ],
 )
 def test_a_setting_without_a_value_is_refused(tmp_path: Path, text: str, match: str) -> None:
     with pytest.raises(SettingsError, match=match):
         load_settings(write(tmp_path, text), env={})
+
+
+def test_an_empty_text_setting_is_the_empty_text(tmp_path: Path) -> None:
+    # A template's unset value: `api_key_file:` with nothing after it.
+    s = load_settings(write(tmp_path, "retrieval: {opensearch: {index: ~, password:}}\n"), env={})
+    assert (s.retrieval.opensearch.index, s.retrieval.opensearch.password) == ("", "")
+
+
+def test_two_keys_of_one_name_must_list_the_same_tenants(tmp_path: Path) -> None:
+    path = _keys(
+        tmp_path,
+        f"    - {{name: billing, sha256: {SHA}, tenants: [acme]}}\n"
+        f"    - {{name: billing, sha256: {'b' * 64}, tenants: [beta]}}\n",
+    )
+    with pytest.raises(SettingsError, match="another key of this name lists other tenants"):
+        load_settings(path, env={})
 
 
 def test_an_integer_written_as_a_float_still_loads(tmp_path: Path) -> None:
