@@ -42,10 +42,11 @@ class SourceDocument:
     question: str = ""
 
 
-INDEXING_VERSION = 2
+INDEXING_VERSION = 3
 """Bump when :func:`chunk_document` cuts the same text and settings differently, or
 :func:`embedding_text` embeds a chunk differently, so that a re-ingest replaces every chunk
-made the old way (2: a curated answer embeds only its first CURATED_EMBED_TOKENS)."""
+made the old way (2: a curated answer embeds only its first CURATED_EMBED_TOKENS; 3: a heading
+path too long for a chunk's head opens its body)."""
 
 
 def generation_of(doc: SourceDocument, chunking: tuple[int, int] | None = None) -> str:
@@ -237,11 +238,24 @@ def chunk_document(
     title_cost = _cost(cut_to_tokens(doc.title, TITLE_TOKENS, count), count)
     for passage in passages(doc):
         heading = cut_to_tokens(passage.heading, HEADING_TOKENS, count)
+        body = passage.text
+        if passage.heading.startswith(heading):
+            # The heading path past what a chunk's head may hold opens the body: cut off, its
+            # words were in no chunk (40 empty headings in a row, an outside probe). Not a
+            # single unit too long for any window (a 1,000-character run), cut off as before.
+            rest = units(passage.heading[len(heading) :])
+            kept = [
+                u
+                for u, n in zip(rest, count([u.strip() for u in rest]), strict=True)
+                if n <= MIN_BODY_TOKENS
+            ]
+            if "".join(kept).strip():
+                body = f"{''.join(kept).strip()}\n\n{body}"
         # Title, heading and body within what the embedder reads (the default 80 always is).
         room = EMBED_WINDOW_TOKENS - title_cost - _cost(heading, count)
         size = max(min(chunk_tokens, room), min(chunk_tokens, MIN_BODY_TOKENS))
         # Units keep their trailing whitespace so lists and line breaks survive chunking.
-        tokens = units(passage.text)
+        tokens = units(body)
         costs = count([t.strip() for t in tokens])
         for c, (start, end) in enumerate(_windows(costs, size, min(overlap_tokens, size // 2))):
             text = "".join(tokens[start:end]).strip()

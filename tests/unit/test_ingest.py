@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import re
 from collections.abc import Sequence
 
 from retrieval_svc.embed.wordpiece import token_counts
@@ -277,3 +278,13 @@ def test_other_chunk_settings_make_another_generation() -> None:
     assert all(len(g) == 1 for g in gens.values())
     assert len(set.union(*gens.values())) == 3
     assert chunk_document(d, 10, 3)[1].chunk_id == chunk_document(d, 10, 5)[1].chunk_id
+
+
+def test_a_heading_path_too_long_for_a_chunks_head_opens_its_body() -> None:
+    # 40 empty headings join into one path; cut to the head's 96 tokens, topic16-topic39 were
+    # in no chunk, and no search could find them.
+    text = "".join(f"# topic{i}\n" for i in range(40)) + "The body of the section.\n"
+    chunks = chunk_document(doc(text), 80, 20)
+    words = {w for c in chunks for w in re.findall(r"topic\d+", c.text)}
+    assert words == {f"topic{i}" for i in range(40)}
+    assert any("The body of the section." in c.text for c in chunks)
