@@ -37,9 +37,9 @@ from candor.runtime.validation import (
     check_query,
     check_tenant,
     check_weight,
-    is_blank,
 )
 from candor.settings import Settings
+from candor.text import is_blank
 from retrieval_svc.embed.factory import open_embedders
 from retrieval_svc.hypothetical import (
     DocumentQuestions,

@@ -13,8 +13,6 @@ from google.protobuf.descriptor import EnumDescriptor
 from candor.runtime.errors import FieldViolations
 from candor.text import is_blank
 
-__all__ = ["is_blank"]
-
 TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
 """What a tenant id is, in requests and in ``auth.keys[].tenants``."""
 # A BCP-47 tag (private use "x-klingon" too) or a POSIX locale ("de_DE.UTF-8", "de_DE@euro"):

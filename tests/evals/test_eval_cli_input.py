@@ -116,15 +116,11 @@ def test_a_negative_limit_is_refused(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "--limit must be >= 0" in capsys.readouterr().err
 
 
-def test_questions_are_asked_in_their_tenant(tmp_path: Path) -> None:
-    # Every question used to be asked as the tenant "eval": a corpus with tenants found nothing,
-    # and every policy, always_answer included, "refused" every answerable question.
+def _acme_tyres(tmp_path: Path) -> Path:
+    """A one-passage dataset whose passage and answerable question belong to tenant acme."""
     ds = tmp_path / "ds"
     ds.mkdir()
-    (ds / "corpus.jsonl").write_text(
-        json.dumps({"id": "p1", "title": "Tyres", "text": "Tyres run at 80 psi.", "tenant": "acme"})
-        + "\n"
-    )
+    passage = {"id": "p1", "title": "Tyres", "text": "Tyres run at 80 psi.", "tenant": "acme"}
     question = {
         "id": "q1",
         "question": "What pressure do tyres run at?",
@@ -132,7 +128,15 @@ def test_questions_are_asked_in_their_tenant(tmp_path: Path) -> None:
         "gold_ids": ["p1"],
         "tenant": "acme",
     }
+    (ds / "corpus.jsonl").write_text(json.dumps(passage) + "\n")
     (ds / "questions.jsonl").write_text(json.dumps(question) + "\n")
+    return ds
+
+
+def test_questions_are_asked_in_their_tenant(tmp_path: Path) -> None:
+    # Every question used to be asked as the tenant "eval": a corpus with tenants found nothing,
+    # and every policy, always_answer included, "refused" every answerable question.
+    ds = _acme_tyres(tmp_path)
     rows = tmp_path / "rows.jsonl"
     assert main(["eval", "run", str(ds), "--out", str(rows), "--no-answers"]) == 0
     [row] = [json.loads(line) for line in rows.read_text().splitlines()]
@@ -165,24 +169,7 @@ def test_a_pass_bound_never_rounds_down_onto_the_negative_it_excludes() -> None:
 
 
 def test_a_tenants_override_decides_its_questions_as_the_gate_would(tmp_path: Path) -> None:
-    ds = tmp_path / "ds"
-    ds.mkdir()
-    (ds / "corpus.jsonl").write_text(
-        json.dumps({"id": "p1", "title": "Tyres", "text": "Tyres run at 80 psi.", "tenant": "acme"})
-        + "\n"
-    )
-    (ds / "questions.jsonl").write_text(
-        json.dumps(
-            {
-                "id": "q1",
-                "question": "What pressure do tyres run at?",
-                "answerable": True,
-                "gold_ids": ["p1"],
-                "tenant": "acme",
-            }
-        )
-        + "\n"
-    )
+    ds = _acme_tyres(tmp_path)
     # The file's own floor passes anything; acme's refuses everything.
     policy = tmp_path / "p.yaml"
     policy.write_text(

@@ -247,14 +247,7 @@ def test_get_raises_on_a_chunk_it_cannot_read_instead_of_calling_it_missing(
         store = make_store()
         store.replace("t1", "refunds", [chunk("t1", "refunds", 0, REFUNDS)])
         # The alias widened behind the running store's back: mget answers each id with an error.
-        client.indices.create(
-            index=f"{index_name}-green",
-            body={
-                "settings": opensearch_store.INDEX_SETTINGS,
-                "mappings": opensearch_store.MAPPING,
-            },
-        )
-        client.indices.put_alias(index=f"{index_name}-green", name=index_name)
+        _index_with_alias(client, index_name, f"{index_name}-green")
         with pytest.raises(OpenSearchReadError, match="could not read 1 of 1 chunks"):
             store.get("t1", ["refunds#p0c0"])
     finally:

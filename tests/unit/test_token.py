@@ -436,20 +436,12 @@ def test_a_key_file_broken_mid_rotation_is_skipped_and_the_good_keys_verify(
     from candor.token import KeyRing
 
     key = Ed25519PrivateKey.generate()
-    write_public_key(key, tmp_path, "k1")
-    ring = KeyRing(tmp_path, refresh_seconds=0.0)
-    verifier = TokenVerifier(ring, "iss", "aud", InMemoryReplayStore())
-    signer = TokenSigner(key, "k1", "iss", "aud", 60)
-    (tmp_path / "k2.pub.pem").write_bytes(b"not a key")
-    token, _ = signer.mint(
-        tenant="t",
-        query="q",
-        evidence=[("c", "x")],
-        policy_version="v",
-        tier="confident",
-        confidence=0.9,
+    write_public_key(key, tmp_path, KID)
+    verifier = TokenVerifier(
+        KeyRing(tmp_path, refresh_seconds=0.0), ISS, AUD, InMemoryReplayStore()
     )
-    assert verifier.verify(token, "q", [("c", "x")]).tenant == "t"
+    (tmp_path / "k2.pub.pem").write_bytes(b"not a key")
+    assert verifier.verify(mint(key), QUERY, EVIDENCE).tenant == "acme"
     [record] = [r for r in caplog.records if r.msg == "unusable public key files skipped"]
     assert record.files == [str(tmp_path / "k2.pub.pem")]  # type: ignore[attr-defined]
 

@@ -9,21 +9,29 @@ import pytest
 from retrieval_svc.write_order import ArrivalOrder
 
 
+async def _write(
+    order: ArrivalOrder,
+    landed: list[str],
+    name: str,
+    ids: list[str],
+    hold: asyncio.Event | None = None,
+) -> None:
+    """One write call: its place, its turn, then (once ``hold`` is set) its write lands."""
+    async with order.slot("t", ids) as turn:
+        await turn()
+        if hold is not None:
+            await hold.wait()
+        landed.append(name)
+
+
 async def test_a_call_for_other_documents_does_not_wait() -> None:
     order = ArrivalOrder()
     landed: list[str] = []
     slow = asyncio.Event()
 
-    async def write(name: str, ids: list[str], hold: asyncio.Event | None = None) -> None:
-        async with order.slot("t", ids) as turn:
-            await turn()
-            if hold is not None:
-                await hold.wait()
-            landed.append(name)
-
-    a = asyncio.create_task(write("a", ["x"], slow))
+    a = asyncio.create_task(_write(order, landed, "a", ["x"], slow))
     await asyncio.sleep(0)
-    await write("b", ["z"])
+    await _write(order, landed, "b", ["z"])
     assert landed == ["b"]
     slow.set()
     await a
@@ -37,18 +45,11 @@ async def test_one_caller_giving_up_does_not_cancel_the_calls_queued_beside_it()
     landed: list[str] = []
     a_may_land = asyncio.Event()
 
-    async def write(name: str, ids: list[str], hold: asyncio.Event | None = None) -> None:
-        async with order.slot("t", ids) as turn:
-            await turn()
-            if hold is not None:
-                await hold.wait()
-            landed.append(name)
-
-    a = asyncio.create_task(write("a", ["x", "y"], a_may_land))
+    a = asyncio.create_task(_write(order, landed, "a", ["x", "y"], a_may_land))
     await asyncio.sleep(0)
-    b = asyncio.create_task(write("b", ["x"]))
-    c = asyncio.create_task(write("c", ["y"]))
-    d = asyncio.create_task(write("d", ["x"]))
+    b = asyncio.create_task(_write(order, landed, "b", ["x"]))
+    c = asyncio.create_task(_write(order, landed, "c", ["y"]))
+    d = asyncio.create_task(_write(order, landed, "d", ["x"]))
     await asyncio.sleep(0.01)
     b.cancel()
     await asyncio.sleep(0.01)
@@ -68,19 +69,12 @@ async def test_a_cancelled_call_keeps_its_place_until_the_calls_before_it_are_do
     landed: list[str] = []
     a_may_land = asyncio.Event()
 
-    async def write(name: str, hold: asyncio.Event | None = None) -> None:
-        async with order.slot("t", ["x"]) as turn:
-            await turn()
-            if hold is not None:
-                await hold.wait()
-            landed.append(name)
-
-    a = asyncio.create_task(write("a", a_may_land))
+    a = asyncio.create_task(_write(order, landed, "a", ["x"], a_may_land))
     await asyncio.sleep(0)
-    b = asyncio.create_task(write("b"))
+    b = asyncio.create_task(_write(order, landed, "b", ["x"]))
     await asyncio.sleep(0)
     b.cancel()
-    c = asyncio.create_task(write("c"))
+    c = asyncio.create_task(_write(order, landed, "c", ["x"]))
     await asyncio.sleep(0.01)
     assert landed == []
     a_may_land.set()
