@@ -162,42 +162,56 @@ def _stop(procs: Procs) -> None:
         p.wait(60)
 
 
+def stack_ports(port: int = 0) -> dict[str, int]:
+    """Ports ``port`` .. ``port + 2`` for the three services (0: random in 57000-58499)."""
+    base = port or 57000 + random.randrange(500) * 3
+    return {"retrieval": base, "gate": base + 1, "generator": base + 2}
+
+
+def stack_env(data_dir: str, ports: dict[str, int]) -> dict[str, str]:
+    """The benchmarked stack's environment: its ports, one BLAS thread, no drain delay."""
+    env = {**os.environ, "CANDOR_DATA_DIR": data_dir, "OMP_NUM_THREADS": "1"}
+    for svc, port in ports.items():
+        env[f"CANDOR_{svc.upper()}__SERVER__PORT"] = str(port)
+        env[f"CANDOR_{svc.upper()}__SERVER__METRICS_PORT"] = "0"
+        env[f"CANDOR_{svc.upper()}__SERVER__DRAIN_DELAY_SECONDS"] = "0"
+    env["CANDOR_GATE__RETRIEVAL_TARGET"] = f"127.0.0.1:{ports['retrieval']}"
+    env["CANDOR_GATE__GENERATOR_TARGET"] = f"127.0.0.1:{ports['generator']}"
+    return env
+
+
+def ingest(ports: dict[str, int], docs: list[retrieval_pb2.Document]) -> float:
+    """Upsert ``docs`` for tenant ``bench`` in batches of 200; chunks per second."""
+    start = time.perf_counter()
+    with grpc.insecure_channel(f"127.0.0.1:{ports['retrieval']}") as ch:
+        stub = retrieval_pb2_grpc.RetrievalServiceStub(ch)
+        for i in range(0, len(docs), 200):
+            stub.UpsertDocuments(
+                retrieval_pb2.UpsertDocumentsRequest(tenant="bench", documents=docs[i : i + 200]),
+                timeout=600,
+            )
+            print(
+                f"\r  ingest {min(i + 200, len(docs))}/{len(docs)}",
+                end="",
+                file=sys.stderr,
+                flush=True,
+            )
+    print(file=sys.stderr)
+    return len(docs) / (time.perf_counter() - start)
+
+
 def run(
     n_chunks: int, n_queries: int, per_service: bool = False, port: int = 0
 ) -> dict[str, object]:
     """One size's run on ports ``port`` .. ``port + 2`` (0: random in 57000-58499)."""
-    base = port or 57000 + random.randrange(500) * 3
-    ports = {"retrieval": base, "gate": base + 1, "generator": base + 2}
+    ports = stack_ports(port)
     with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "CANDOR_DATA_DIR": tmp, "OMP_NUM_THREADS": "1"}
-        for svc, port in ports.items():
-            env[f"CANDOR_{svc.upper()}__SERVER__PORT"] = str(port)
-            env[f"CANDOR_{svc.upper()}__SERVER__METRICS_PORT"] = "0"
-            env[f"CANDOR_{svc.upper()}__SERVER__DRAIN_DELAY_SECONDS"] = "0"
-        env["CANDOR_GATE__RETRIEVAL_TARGET"] = f"127.0.0.1:{ports['retrieval']}"
-        env["CANDOR_GATE__GENERATOR_TARGET"] = f"127.0.0.1:{ports['generator']}"
+        env = stack_env(tmp, ports)
         procs = _start(env, per_service)
         try:
             _wait(procs, ports)
             docs = make_documents(n_chunks)
-            start = time.perf_counter()
-            with grpc.insecure_channel(f"127.0.0.1:{ports['retrieval']}") as ch:
-                stub = retrieval_pb2_grpc.RetrievalServiceStub(ch)
-                for i in range(0, len(docs), 200):
-                    stub.UpsertDocuments(
-                        retrieval_pb2.UpsertDocumentsRequest(
-                            tenant="bench", documents=docs[i : i + 200]
-                        ),
-                        timeout=600,
-                    )
-                    print(
-                        f"\r  ingest {min(i + 200, len(docs))}/{len(docs)}",
-                        end="",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-            ingest_rate = len(docs) / (time.perf_counter() - start)
-            print(file=sys.stderr)
+            ingest_rate = ingest(ports, docs)
             _stop(procs)
             restart = time.perf_counter()
             procs = _start(env, per_service)

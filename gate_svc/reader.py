@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -143,6 +144,10 @@ def encode_pairs(questions: Sequence[str], evidence: Sequence[str]) -> dict[str,
     return {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": types}
 
 
+class ReadAbandoned(TimeoutError):
+    """A read not run because its deadline had passed (:meth:`EvidenceReader.score`)."""
+
+
 class EvidenceReader:
     """Scores (question, chunk) pairs with the shipped reader; thread-safe."""
 
@@ -176,16 +181,28 @@ class EvidenceReader:
         if not 0.0 <= probe <= 1.0:
             raise ValueError(f"{path} is not an evidence reader: a probe read gave {probe}")
 
-    def score(self, question: str, texts: Sequence[str]) -> list[float]:
-        """Probability that each text answers ``question`` (empty ``texts`` → ``[]``)."""
+    def score(
+        self, question: str, texts: Sequence[str], deadline: float | None = None
+    ) -> list[float]:
+        """Probability that each text answers ``question`` (empty ``texts`` → ``[]``).
+
+        ``deadline`` (a ``time.monotonic()`` value): past it, raise :class:`ReadAbandoned`
+        instead of starting another run; nobody is waiting for the answer any more."""
         if not texts:
             return []
         # One pair per run: the int8 graph quantises activations with one scale per run, so a
         # batched pair's score would depend on the others (and their padding).
         feeds = [encode_pairs([question], [text]) for text in texts]
+        logits = []
         # One run at a time: concurrent runs on 2 cores only fight over the same threads.
         with self._lock:
-            logits = [self._session.run(["logit"], feed)[0] for feed in feeds]
+            for feed in feeds:
+                # Under overload, reads whose caller already gave up would otherwise still run
+                # and make every later read late too (an overload probe: 458 of 600 decisions
+                # at 200 in flight had no reading).
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise ReadAbandoned("the read's deadline passed before it ran")
+                logits.append(self._session.run(["logit"], feed)[0])
         z = np.concatenate([np.asarray(x, dtype=np.float64).reshape(-1) for x in logits])
         return [float(p) for p in 1.0 / (1.0 + np.exp(-z))]
 

@@ -8,6 +8,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
@@ -262,6 +263,10 @@ class GateServicer(pb_grpc.GateServiceServicer):
         except ValueError as exc:
             raise SettingsError(str(exc)) from exc
         self._reader = reader
+        # Reads are serialised anyway (EvidenceReader's lock). One thread of its own keeps them
+        # out of the default executor, and a read still queued when its caller's wait ends is
+        # dropped from the queue instead of holding a thread.
+        self._reader_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evidence-reader")
         self._signer, self._auth, self._m = signer, auth, metrics
         interceptors = aio_client_interceptors()  # type: ignore[no-untyped-call]
         balancing = (
@@ -290,6 +295,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
             await self._translator.aclose()
         await self._retrieval_channel.close()
         await self._generator_channel.close()
+        self._reader_pool.shutdown(wait=False, cancel_futures=True)
 
     async def _validate(
         self,
@@ -416,6 +422,13 @@ class GateServicer(pb_grpc.GateServiceServicer):
         t0 = time.perf_counter()
         decision = decide_with(policy)
         self._m.decide_seconds.observe(time.perf_counter() - t0)
+        # A decision made without a reading or a rerank its policy weighs is as degraded as one
+        # made with an arm down: a refusal for want of them is not the knowledge base's gap.
+        degraded = (
+            degraded
+            or (uses_reader(policy) and reader is not None and bool(reader.error))
+            or (uses_reranker(policy) and rerank is not None and rerank.fallback)
+        )
         out = self._finish(decision, tenant, query, language, arms, degraded, policy, policy_tenant)
         out.rewritten_query = reply.rewritten_query
         out = await self._translate_refusal(out, query, language, policy, context)
@@ -528,12 +541,13 @@ class GateServicer(pb_grpc.GateServiceServicer):
             return ReaderView(error=str(exc))
         texts = reader_texts(candidates, self._s.reader.top_k)
         t0 = time.perf_counter()
+        read = partial(self._reader.score, query, texts, time.monotonic() + budget)
         try:
-            # Off the event loop: a read is ~10-30 ms of CPU per chunk.
+            # Off the event loop: a read is ~5-10 ms of CPU per chunk.
             scores = await asyncio.wait_for(
-                asyncio.to_thread(self._reader.score, query, texts), budget
+                asyncio.get_running_loop().run_in_executor(self._reader_pool, read), budget
             )
-        except TimeoutError:
+        except TimeoutError:  # ReadAbandoned is one
             self._m.reader_fallbacks.labels("TIMEOUT").inc()
             return ReaderView(error=f"evidence reader exceeded {budget:.3f}s")
         except Exception as exc:  # a broken reader degrades the decision, never the service

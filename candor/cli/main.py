@@ -129,7 +129,7 @@ def parser() -> argparse.ArgumentParser:
     )
     cal.add_argument("rest", nargs=argparse.REMAINDER)
     bench = sub.add_parser("bench", help="benchmarks (see docs/benchmarks.md)")
-    bench.add_argument("what", choices=["retrieval", "stack"])
+    bench.add_argument("what", choices=["retrieval", "stack", "overload"])
     bench.add_argument("rest", nargs=argparse.REMAINDER)
     return ap
 
@@ -337,6 +337,10 @@ def _delegate(argv: list[str]) -> int | None:
             from evals import bench_retrieval
 
             return bench_retrieval.main(argv[2:])
+        if argv[1] == "overload":
+            from evals import bench_overload
+
+            return bench_overload.main(argv[2:])
     return None
 
 

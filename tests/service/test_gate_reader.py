@@ -84,6 +84,7 @@ def test_a_policy_that_weighs_the_reader_gets_its_reading(tmp_path: Path) -> Non
     a = {s.name: s.value for s in answered.signals}
     m = {s.name: s.value for s in missing.signals}
     assert a["reader_fallback"] == 0.0
+    assert not answered.degraded and not missing.degraded
     assert 0.0 <= m["reader"] < a["reader"] <= 1.0
     assert answered.outcome == gate_pb2.OUTCOME_PASS
     assert missing.outcome == gate_pb2.OUTCOME_REFUSE
@@ -105,6 +106,20 @@ def test_without_the_reader_a_policy_that_weighs_it_refuses_and_says_so(tmp_path
     assert d.outcome == gate_pb2.OUTCOME_REFUSE
     assert metric_value(text, "candor_gate_reader_fallbacks_total", {"reason": "DISABLED"}) == 1
     assert "candor_gate_evidence_reader_info{" not in text
+    assert d.degraded  # a refusal for want of a reading is not the knowledge base's gap
+
+
+def test_a_read_that_runs_out_of_time_refuses_as_degraded(tmp_path: Path) -> None:
+    (d,), text = _decide(
+        tmp_path,
+        READER_POLICY,
+        "What causes two high tides every day?",
+        CANDOR_GATE__READER__TIMEOUT_SECONDS="0.000001",
+    )
+    signals = {s.name: s.value for s in d.signals}
+    assert signals["reader_fallback"] == 1.0 and "reader" not in signals
+    assert d.outcome == gate_pb2.OUTCOME_REFUSE and d.degraded
+    assert metric_value(text, "candor_gate_reader_fallbacks_total", {"reason": "TIMEOUT"}) == 1
 
 
 def test_a_policy_that_ignores_the_reader_never_runs_it(tmp_path: Path) -> None:
@@ -113,6 +128,7 @@ def test_a_policy_that_ignores_the_reader_never_runs_it(tmp_path: Path) -> None:
     )
     assert not {s.name for s in d.signals} & {"reader", "reader_top1", "reader_fallback"}
     assert (metric_value(text, "candor_gate_reader_seconds_count", {}) or 0) == 0
+    assert not d.degraded
 
 
 def test_a_shadow_that_reads_leaves_its_reading_out_of_the_active_decision(

@@ -57,6 +57,7 @@ def test_unreachable_reranker_falls_back_and_says_so(tmp_path: Path) -> None:
             )
         assert "reranker fell back" in d.reason_detail
         assert {s.name: s.value for s in d.signals}["rerank_fallback"] == 1.0
+        assert d.degraded
         assert d.outcome in (gate_pb2.OUTCOME_PASS, gate_pb2.OUTCOME_REFUSE)
         text = scrape(stack.metrics_port("GateService"))
         assert (

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import time
+from typing import Any
 
 import pytest
 
@@ -10,6 +12,7 @@ from gate_svc.reader import (
     MAX_QUESTION_TOKENS,
     MAX_TOKENS,
     MODEL_PATH,
+    ReadAbandoned,
     bundled_readers,
     encode_pairs,
     model_digest,
@@ -353,3 +356,26 @@ def test_a_repeated_question_reads_as_the_question(twice: str) -> None:
     chunk = "Parcelio is a web app for small businesses. It runs in any modern browser."
     once, again = (shared_reader().score(q, [chunk])[0] for q in (single, sent))
     assert again == pytest.approx(once, abs=0.01)
+
+
+def test_a_read_past_its_deadline_is_not_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Under overload a read whose caller had gone still ran and made every later read late.
+    reader = shared_reader()
+    question, answers, _ = CASES[0]
+    (expected,) = reader.score(question, [answers])
+    assert reader.score(question, [answers], time.monotonic() + 60) == [expected]
+    runs: list[object] = []
+    session = reader._session
+
+    class Counting:
+        def run(self, *args: Any) -> Any:
+            runs.append(args)
+            return session.run(*args)
+
+    monkeypatch.setattr(reader, "_session", Counting())
+    with pytest.raises(ReadAbandoned):
+        reader.score(question, [answers], time.monotonic() - 0.001)
+    assert runs == []
+    reader.score(question, [answers], time.monotonic() + 60)
+    assert len(runs) == 1
+    assert issubclass(ReadAbandoned, TimeoutError)  # the gate's timeout fallback catches it
