@@ -198,8 +198,7 @@ class EvidenceReader:
         with self._lock:
             for feed in feeds:
                 # Under overload, reads whose caller already gave up would otherwise still run
-                # and make every later read late too (an overload probe: 458 of 600 decisions
-                # at 200 in flight had no reading).
+                # and make every later read late too (`candor bench overload`, docs/benchmarks.md).
                 if deadline is not None and time.monotonic() >= deadline:
                     raise ReadAbandoned("the read's deadline passed before it ran")
                 logits.append(self._session.run(["logit"], feed)[0])
