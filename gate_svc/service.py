@@ -167,6 +167,12 @@ class GateMetrics:
         # Zero series from start-up: the dashboard and alerts see a rate of 0, not no data.
         for reason in READER_FALLBACK_REASONS:
             self.reader_fallbacks.labels(reason)
+        self.reader_waiting = Gauge(
+            "candor_gate_reader_waiting",
+            "Evidence reads queued or running on the reader's one thread; a queue that stays "
+            "high means reads wait out gate.reader.timeout_seconds (TIMEOUT fallbacks).",
+            registry=r,
+        )
         self.reloads = Counter(
             "candor_gate_config_reloads_total",
             "Threshold config loads by role and result; a bad file counts once, not per poll.",
@@ -542,6 +548,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
         texts = reader_texts(candidates, self._s.reader.top_k)
         t0 = time.perf_counter()
         read = partial(self._reader.score, query, texts, time.monotonic() + budget)
+        self._m.reader_waiting.inc()
         try:
             # Off the event loop: a read is ~5-10 ms of CPU per chunk.
             scores = await asyncio.wait_for(
@@ -555,6 +562,8 @@ class GateServicer(pb_grpc.GateServiceServicer):
             self._m.reader_fallbacks.labels("ERROR").inc()
             return ReaderView(error=f"evidence reader failed: {exc}")
         finally:
+            # A read given up on may still run for one pair; it is no longer waited for.
+            self._m.reader_waiting.dec()
             self._m.reader_seconds.observe(time.perf_counter() - t0)
         return ReaderView(tuple(scores))
 

@@ -89,6 +89,7 @@ def test_a_policy_that_weighs_the_reader_gets_its_reading(tmp_path: Path) -> Non
     assert answered.outcome == gate_pb2.OUTCOME_PASS
     assert missing.outcome == gate_pb2.OUTCOME_REFUSE
     assert metric_value(text, "candor_gate_reader_seconds_count", {}) == 2
+    assert metric_value(text, "candor_gate_reader_waiting", {}) == 0  # back down after each
     info = {"model": "v4", "digest": model_digest()}
     assert metric_value(text, "candor_gate_evidence_reader_info", info) == 1
 
