@@ -56,6 +56,10 @@ class ServerSettings:
     max_message_bytes: int = 4 * 1024 * 1024
     max_connection_age_seconds: float = 300.0
     """Clients reconnect this often, so round-robin callers notice pods an autoscaler adds."""
+    max_connection_age_grace_seconds: float = 300.0
+    """How long calls already running on a connection past its age may finish before it is
+    closed under them (UNAVAILABLE): at least the longest call clients make (``candor ingest``
+    gives a batch 300 s). New calls go to a new connection meanwhile."""
 
 
 @dataclass(frozen=True)
@@ -607,6 +611,21 @@ def _validate(s: Settings) -> None:
             "generator.clock_skew_seconds must be >= 0 (a negative skew refuses every token)",
         ),
     ]
+    for name in ("retrieval", "gate", "generator"):
+        srv: ServerSettings = getattr(s, name).server
+        checks += [
+            (srv.grace_seconds >= 0, f"{name}.server.grace_seconds must be >= 0"),
+            (srv.drain_delay_seconds >= 0, f"{name}.server.drain_delay_seconds must be >= 0"),
+            (
+                srv.max_connection_age_seconds > 0,
+                f"{name}.server.max_connection_age_seconds must be > 0",
+            ),
+            (
+                srv.max_connection_age_grace_seconds >= 0,
+                f"{name}.server.max_connection_age_grace_seconds must be >= 0",
+            ),
+            (srv.max_message_bytes >= 1024, f"{name}.server.max_message_bytes must be >= 1024"),
+        ]
     checks += _key_checks(s.auth.keys)
     for ok, message in checks:
         if not ok:

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -314,7 +315,10 @@ def _send(
     report: IngestReport,
 ) -> retrieval_pb2.UpsertDocumentsResponse:
     """One UpsertDocuments. The service rejects a whole batch for one bad document and writes
-    none of it: those documents are reported failed and the rest sent again."""
+    none of it: those documents are reported failed and the rest sent again. UNAVAILABLE (a
+    pod restarting or draining in a rollout) is retried after a pause: an upsert of the same
+    documents writes them once."""
+    unavailable = 0
     while True:
         try:
             reply: retrieval_pb2.UpsertDocumentsResponse = stub.UpsertDocuments(
@@ -326,6 +330,16 @@ def _send(
             )
             return reply
         except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.UNAVAILABLE and unavailable < len(RETRY_PAUSES):  # type: ignore[attr-defined]
+                pause = RETRY_PAUSES[unavailable]
+                unavailable += 1
+                print(
+                    f"\n  retrying in {pause:g} s: retrieval unavailable "
+                    f"({exc.details()}), attempt {unavailable + 1} of {len(RETRY_PAUSES) + 1}",  # type: ignore[attr-defined]
+                    file=sys.stderr,
+                )
+                time.sleep(pause)
+                continue
             rejected = _rejected_documents(exc)
             if rejected is None:
                 raise
@@ -336,6 +350,10 @@ def _send(
             if not chunk:
                 return retrieval_pb2.UpsertDocumentsResponse()
 
+
+RETRY_PAUSES: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0)
+"""Pauses before each new attempt at a batch that met UNAVAILABLE: about 30 s in all, what a
+retrieval pod takes to restart (docs/operations.md)."""
 
 BATCH_BYTES = 3 * 1024 * 1024
 """A request's documents at most (gRPC's default message limit is 4 MiB): batches were 16

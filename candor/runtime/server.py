@@ -102,7 +102,12 @@ async def start_service(spec: ServiceSpec) -> RunningService:
                 ("grpc.max_receive_message_length", s.max_message_bytes),
                 ("grpc.max_send_message_length", s.max_message_bytes),
                 ("grpc.max_connection_age_ms", int(s.max_connection_age_seconds * 1000)),
-                ("grpc.max_connection_age_grace_ms", int(s.grace_seconds * 1000)),
+                # Not grace_seconds (10 s for retrieval): an upsert still running when its
+                # connection aged out was cut off with UNAVAILABLE after that long.
+                (
+                    "grpc.max_connection_age_grace_ms",
+                    int(s.max_connection_age_grace_seconds * 1000),
+                ),
                 # grpc sets SO_REUSEPORT by default: a second server (another stack, another
                 # config) bound the same port and the kernel split connections between them,
                 # auth-enabled and not. A port in use must stop start-up instead.

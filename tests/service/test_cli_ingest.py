@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
@@ -273,3 +274,64 @@ def test_a_batch_with_many_rejected_documents_writes_the_rest(
     out = capsys.readouterr().out
     assert "ingested 3 documents" in out and "25 failed" in out
     assert _ids(target) == {"ok0", "ok1", "ok2"}
+
+
+class _Draining:
+    """A gRPC front for the real retrieval service whose first ``failures`` upserts end
+    UNAVAILABLE, as a pod draining in a rollout ends them."""
+
+    METHOD = "/candor.retrieval.v1.RetrievalService/UpsertDocuments"
+
+    def __init__(self, target: str, failures: int) -> None:
+        self.failures, self.calls = failures, 0
+        self._behind = grpc.insecure_channel(target)
+        self._server = grpc.server(ThreadPoolExecutor(2))
+        handler = grpc.method_handlers_generic_handler(
+            "candor.retrieval.v1.RetrievalService",
+            {"UpsertDocuments": grpc.unary_unary_rpc_method_handler(self._upsert)},
+        )
+        self._server.add_generic_rpc_handlers((handler,))
+        self.address = f"127.0.0.1:{self._server.add_insecure_port('127.0.0.1:0')}"
+        self._server.start()
+
+    def _upsert(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        self.calls += 1
+        if self.failures:
+            self.failures -= 1
+            context.abort(grpc.StatusCode.UNAVAILABLE, "the pod is draining")
+        return self._behind.unary_unary(self.METHOD)(request, timeout=60)  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        self._server.stop(0)
+        self._behind.close()
+
+
+@pytest.mark.parametrize(("failures", "lands"), [(2, True), (9, False)])
+def test_an_upsert_that_meets_a_draining_pod_is_sent_again(
+    tmp_path: Path,
+    target: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    failures: int,
+    lands: bool,
+) -> None:
+    # A rollout or a connection's age ended an upsert UNAVAILABLE and the whole ingest stopped.
+    from candor.cli import client
+
+    monkeypatch.setattr(client, "RETRY_PAUSES", (0.01, 0.01, 0.01))
+    src = _tree(tmp_path / "src", {"policy.md": "The refund window policy is 30 days."})
+    front = _Draining(target, failures)
+    try:
+        if lands:
+            assert main(["ingest", str(src), "--target", front.address]) == 0
+            assert _ids(target) == {"policy"}
+            assert front.calls == failures + 1
+        else:
+            assert main(["ingest", str(src), "--target", front.address]) == 1
+            assert front.calls == 4  # the first attempt and one per pause, then it stops
+            assert _ids(target) == set()
+    finally:
+        front.close()
+    err = capsys.readouterr().err
+    assert "retrying in 0.01 s: retrieval unavailable (the pod is draining), attempt 2 of 4" in err
+    assert ("candor: UNAVAILABLE: the pod is draining" in err) is not lands

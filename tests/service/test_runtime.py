@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import grpc
@@ -293,3 +294,34 @@ def test_an_open_health_watch_does_not_hold_up_shutdown(slow_server):  # type: i
         assert next(watch).status == health_pb2.HealthCheckResponse.NOT_SERVING
         assert proc.wait(15) == 0
         assert time.monotonic() - started < 5  # the drain delay (1 s), not the grace (10 s)
+
+
+@pytest.mark.parametrize(("age_grace", "finishes"), [(None, True), (0.3, False)])
+def test_a_call_running_when_its_connection_ages_out_may_finish(
+    age_grace: float | None, finishes: bool
+) -> None:
+    # The age grace was grace_seconds (10 s for retrieval): an upsert that ran on past its
+    # connection's age was cut off with UNAVAILABLE, and `candor ingest` stopped. The 0.3 s
+    # case shows this test would see that.
+    from candor.runtime.server import ServiceSpec, start_service
+    from candor.settings import ServerSettings
+    from tests.helpers import LoopThread
+    from tests.service.slow_server import _register
+
+    port = free_ports(1)[0]
+    settings = ServerSettings(port=port, max_connection_age_seconds=0.5)
+    if age_grace is not None:
+        settings = replace(settings, max_connection_age_grace_seconds=age_grace)
+    loop = LoopThread()
+    running = loop.run(start_service(ServiceSpec(SERVICE, _register, settings)))
+    try:
+        target = f"127.0.0.1:{port}"
+        if finishes:
+            assert _slow_call(target, 2.0) == b"done"
+        else:
+            with pytest.raises(grpc.RpcError) as err:
+                _slow_call(target, 2.0)
+            assert err.value.code() == grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
+    finally:
+        loop.run(running.stop(0))
+        loop.close()

@@ -152,6 +152,13 @@ def test_boolean_env_values(value: str, expected: bool) -> None:
         ({"CANDOR_RETRIEVAL__CHUNK_OVERLAP_TOKENS": "-1"}, "chunk_overlap_tokens"),
         ({"CANDOR_GATE__TOKEN_TTL_SECONDS": "0"}, "token_ttl_seconds"),
         ({"CANDOR_AUTH__ENABLED": "true"}, "auth.enabled needs"),
+        (
+            {"CANDOR_RETRIEVAL__SERVER__MAX_CONNECTION_AGE_GRACE_SECONDS": "-1"},
+            r"retrieval\.server\.max_connection_age_grace_seconds must be >= 0",
+        ),
+        ({"CANDOR_GATE__SERVER__MAX_CONNECTION_AGE_SECONDS": "0"}, "max_connection_age_seconds"),
+        ({"CANDOR_GENERATOR__SERVER__GRACE_SECONDS": "-5"}, r"generator\.server\.grace"),
+        ({"CANDOR_GATE__SERVER__MAX_MESSAGE_BYTES": "10"}, "max_message_bytes must be >= 1024"),
     ],
 )
 def test_invalid_env_is_rejected(env: dict[str, str], match: str) -> None:
