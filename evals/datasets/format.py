@@ -372,6 +372,14 @@ def load_dataset(directory: Path | str) -> Dataset:
     questions = _read_questions(root / QUESTIONS_FILE, problems)
     if not questions and (root / QUESTIONS_FILE).exists():
         problems.append(f"{root / QUESTIONS_FILE}: no questions")
+    unsplit = [where for q, where in questions if q.split is None]
+    if unsplit and len(unsplit) < len(questions):
+        # Reports and calibrate read one split: the unsplit questions were silently left out.
+        problems.append(
+            f"{unsplit[0]}: {len(unsplit)} of {len(questions)} questions have no 'split' while "
+            "the rest do: give every question a split or none (`candor eval prepare split "
+            "--resplit` draws them all again)"
+        )
     tenant_of = {p.id: p.tenant for p, _ in corpus}
     # A corpus file that could not be read would make every gold id "missing" too.
     corpus_read = not unread

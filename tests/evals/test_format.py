@@ -31,7 +31,13 @@ CORPUS = [
     {"id": "d2", "title": "", "text": "Labels are printed.", "tenant": "acme"},
 ]
 QUESTIONS = [
-    {"id": "q1", "question": "How long do refunds take?", "answerable": True, "gold_ids": ["d1"]},
+    {
+        "id": "q1",
+        "question": "How long do refunds take?",
+        "answerable": True,
+        "gold_ids": ["d1"],
+        "split": "train",
+    },
     {
         "id": "q2",
         "question": "Do you ship to Mars?",
@@ -41,7 +47,13 @@ QUESTIONS = [
         "split": "test",
         "meta": {"note": "x"},
     },
-    {"id": "q3", "question": "Gift card refunds?", "answerable": False, "gold_ids": []},
+    {
+        "id": "q3",
+        "question": "Gift card refunds?",
+        "answerable": False,
+        "gold_ids": [],
+        "split": "train",
+    },
 ]
 
 
@@ -52,7 +64,7 @@ def test_round_trip_and_defaults(tmp_path: Path) -> None:
     assert ds.manifest is None
     assert ds.corpus[1] == Passage(id="d2", title="", text="Labels are printed.", tenant="acme")
     q1, q2, q3 = ds.questions
-    assert (q1.kind, q1.split, q1.gold_ids, q1.answer) == ("answerable", None, ("d1",), None)
+    assert (q1.kind, q1.split, q1.gold_ids, q1.answer) == ("answerable", "train", ("d1",), None)
     assert (q2.kind, q2.split, dict(q2.meta)) == ("topic_absent", "test", {"note": "x"})
     assert q3.kind == "unanswerable"
     assert [q.id for q in ds.split("test")] == ["q2"]
@@ -67,6 +79,21 @@ def test_round_trip_and_defaults(tmp_path: Path) -> None:
     assert again.manifest == {"name": "t"}
     first = json.loads((out / "questions.jsonl").read_text().splitlines()[0])
     assert first == {**QUESTIONS[0], "kind": "answerable"}
+
+
+def test_a_dataset_split_in_part_is_refused_and_one_without_splits_loads(tmp_path: Path) -> None:
+    # Reports and calibrate read one split: the questions without one were silently left out
+    # (an outside probe: "test split, n = 21" for 85 questions).
+    _write(tmp_path / "corpus.jsonl", CORPUS)
+    unsplit = [{k: v for k, v in q.items() if k != "split"} for q in QUESTIONS]
+    _write(tmp_path / "questions.jsonl", [QUESTIONS[0], *unsplit[1:]])
+    with pytest.raises(DatasetFormatError) as err:
+        load_dataset(tmp_path)
+    assert f"{tmp_path / 'questions.jsonl'}:2: 2 of 3 questions have no 'split'" in str(err.value)
+    _write(tmp_path / "questions.jsonl", unsplit)
+    ds = load_dataset(tmp_path)
+    assert [q.split for q in ds.questions] == [None, None, None]
+    assert len(ds.split(None)) == 3 and ds.split("test") == []
 
 
 def test_every_problem_is_reported_with_its_line(tmp_path: Path) -> None:
@@ -142,6 +169,7 @@ def test_separate_loaders_and_missing_files(tmp_path: Path) -> None:
         answerable=True,
         gold_ids=("d1",),
         kind="answerable",
+        split="train",
     )
     with pytest.raises(DatasetFormatError, match=r"questions\.jsonl: file not found"):
         load_dataset(tmp_path)

@@ -243,7 +243,9 @@ def test_one_failing_question_is_recorded_and_counted_not_fatal(
 ) -> None:
     stack, tmp = env
     data = load_dataset(tmp / "dataset")
-    long = Question("too-long", "Where is my parcel? " * 150, False, (), "unanswerable")
+    long = Question(
+        "too-long", "Where is my parcel? " * 150, False, (), "unanswerable", split="test"
+    )
     write_dataset(tmp / "mixed", data.corpus, [*data.questions[:5], long, *data.questions[5:8]])
     out = tmp / "mixed.jsonl"
     key = ("--api-key", KEY, "--tenant", TENANT)
