@@ -4,7 +4,8 @@ admit, contain the dataset's reference answer?
 The match is lenient and deterministic (SQuAD-style normalisation, then the reference's tokens
 must appear in the answer: all of them for short references, 80% for long ones), so an
 extractive answer that quotes the right sentence counts. Yes/no references are marked
-``yes_no`` and left out of the accuracy: a quoting answerer never says "yes".
+``yes_no`` and left out of the accuracy: a quoting answerer never says "yes"; a reference that
+goes on after its "Yes," is judged on the words that follow.
 """
 
 from __future__ import annotations
@@ -34,9 +35,16 @@ def is_yes_no(reference: str) -> bool:
     return normalise(reference) in (["yes"], ["no"])
 
 
+#: "Yes, on the top rack": the words after the yes or no are what a quoting answer can hold.
+_YES_NO_LEAD = re.compile(r"\s*(?:yes|no)\s*[,.;:!\u2013\u2014-]\s*(?=\S)", re.IGNORECASE)
+
+
 def contains_reference(answer: str, reference: str) -> bool:
-    """True when the answer holds the reference's tokens (see the module docstring)."""
-    ref = normalise(reference)
+    """True when the answer holds the reference's tokens (see the module docstring). A leading
+    "Yes," or "No," is left out: an extractive answer quotes the evidence and never says it,
+    so "Yes, on the top rack" was scored wrong against a quote of "safe on the top rack". Only
+    with the punctuation: "No more than 5" keeps its "no"."""
+    ref = normalise(_YES_NO_LEAD.sub("", reference, count=1))
     if not ref:
         return False
     have = set(normalise(answer))

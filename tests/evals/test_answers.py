@@ -51,3 +51,13 @@ def test_the_extractive_answer_is_checked_against_the_reference() -> None:
     assert asyncio.run(check(ExtractiveBackend(max_sentences=1), q, "1889", evidence)).correct
     wrong = [EvidenceItem("c1", "Tower", "The Eiffel Tower is a lattice tower in Paris.")]
     assert not asyncio.run(check(ExtractiveBackend(), q, "1889", wrong)).correct
+
+
+def test_a_yes_or_no_that_goes_on_is_judged_on_what_follows() -> None:
+    quote = "The carafe is dishwasher safe on the top rack only."
+    assert contains_reference(quote, "Yes, on the top rack")
+    assert contains_reference(quote, "No — only on the top rack.")
+    assert not contains_reference(quote, "Yes, on the bottom rack")
+    # Without the punctuation the "no" is the answer's own word.
+    assert not contains_reference("You may bring 5 bags.", "No more than 5")
+    assert contains_reference("No more than 5 bags.", "No more than 5")
