@@ -63,6 +63,11 @@ def read_rows(path: Path, need: Sequence[str] = ("answerable", "signals")) -> li
     """The rows of ``candor eval run``, less those recording a question that failed
     (``error``: only a run against a deployment writes them). A file that is not such rows
     stops with its name and line, not a traceback."""
+    if path.is_dir():
+        raise SystemExit(
+            f"{path}: a directory; give the rows file `candor eval run --out` wrote (a dataset "
+            "directory is the input of `eval run`)"
+        )
     if not path.is_file():
         raise SystemExit(f"{path}: cannot read rows of `candor eval run`: no such file")
     problems: list[str] = []
@@ -445,6 +450,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--source", default="", help="dataset name for the provenance")
     args = ap.parse_args(argv)
+    if not 0 <= args.target_far < 1:  # before the hint below, which assumes a rate
+        ap.error(f"--target-far must be a rate in [0, 1), got {args.target_far}")
     if args.confident_far is None:
         args.confident_far = min(0.01, args.target_far)
         if args.target_far < 0.01:

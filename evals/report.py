@@ -397,7 +397,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--split",
         default=None,
-        help="train, test or all (default: test, or all for an unsplit dataset)",
+        choices=["train", "test", "all"],
+        help="default: test, or all questions when there are no test questions",
     )
     ap.add_argument("--dataset", default="")
     ap.add_argument("--out", type=Path, default=None, help="Markdown file (plots beside it)")

@@ -356,6 +356,11 @@ def load_questions(path: Path | str) -> list[Question]:
     return [q for q, _ in rows]
 
 
+def _ids_in_file(path: Path) -> set[str]:
+    """Every string ``id`` in a JSONL file, its rows valid or not."""
+    return {row["id"] for _, row in jsonl_objects(path, []) if isinstance(row.get("id"), str)}
+
+
 def load_dataset(directory: Path | str) -> Dataset:
     """Read and validate a dataset directory, including that every gold id is in the corpus.
 
@@ -372,6 +377,9 @@ def load_dataset(directory: Path | str) -> Dataset:
     questions = _read_questions(root / QUESTIONS_FILE, problems)
     if not questions and (root / QUESTIONS_FILE).exists():
         problems.append(f"{root / QUESTIONS_FILE}: no questions")
+    if not corpus and not unread and not problems:
+        # Every question would be refused, by every policy, "always answer" included.
+        problems.append(f"{root / CORPUS_FILE}: no passages")
     unsplit = [where for q, where in questions if q.split is None]
     if unsplit and len(unsplit) < len(questions):
         # Reports and calibrate read one split: the unsplit questions were silently left out.
@@ -381,10 +389,12 @@ def load_dataset(directory: Path | str) -> Dataset:
             "--resplit` draws them all again)"
         )
     tenant_of = {p.id: p.tenant for p, _ in corpus}
-    # A corpus file that could not be read would make every gold id "missing" too.
+    # A corpus file that could not be read would make every gold id "missing" too, and so
+    # would a passage whose own row is in error (a `txt` typo): that row is reported already.
     corpus_read = not unread
+    in_file = _ids_in_file(root / CORPUS_FILE) if corpus_read else set()
     for q, where in questions:
-        missing = [g for g in q.gold_ids if g not in tenant_of]
+        missing = [g for g in q.gold_ids if g not in tenant_of and g not in in_file]
         if missing and corpus_read:
             problems.append(f"{where}: gold id(s) {missing} not in {CORPUS_FILE}")
 
@@ -420,13 +430,15 @@ def check_tenants(dataset: Dataset, default: str) -> None:
     would be scored against an answer no retrieval could see. Raises DatasetFormatError.
     """
     tenant_of = {p.id: p.tenant or default for p in dataset.corpus}
+    file = dataset.path / QUESTIONS_FILE if dataset.path is not None else QUESTIONS_FILE
     problems = []
     for q in dataset.questions:
         asked = q.tenant or default
         elsewhere = [g for g in q.gold_ids if tenant_of.get(g, asked) != asked]
         if elsewhere:
             problems.append(
-                f"question {q.id!r}: gold passage(s) {elsewhere} are in tenant "
+                f"{file}: question {q.id!r}: gold passage(s) "
+                f"{elsewhere} are in tenant "
                 f"{tenant_of[elsewhere[0]]!r} but the question is asked in {asked!r}: give the "
                 "question that 'tenant'"
             )

@@ -22,7 +22,9 @@ def test_a_rate_outside_0_1_is_refused(
     out = tmp_path / "c.yaml"
     with pytest.raises(SystemExit):
         calibrate.main([str(rows), "--out", str(out), f"{flag}={rate}"])
-    assert f"{flag} must be a rate in [0, 1)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"{flag} must be a rate in [0, 1)" in err
+    assert "below the confident tier's default rate" not in err  # a hint for rates, not -0.1
     assert not out.exists()
 
 
@@ -191,3 +193,40 @@ def test_the_bound_clears_the_negative_despite_float_error() -> None:
     negative = 0.125014  # 0.125014 * 1e6 is 125013.99999999999
     bound = calibrate._between(np.array([negative, 0.1250144]), 0.1250144)
     assert bound > negative
+
+
+def test_a_corpus_row_in_error_is_named_once_not_again_as_a_missing_gold_id(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    (ds / "corpus.jsonl").write_text(json.dumps({"id": "p1", "title": "T", "txt": "x"}) + "\n")
+    q = {"id": "q1", "question": "What is x?", "answerable": True, "gold_ids": ["p1"]}
+    (ds / "questions.jsonl").write_text(json.dumps(q) + "\n")
+    assert main(["eval", "run", str(ds), "--out", str(tmp_path / "rows.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert "corpus.jsonl:1:" in err and "txt" in err
+    assert "not in corpus.jsonl" not in err
+
+
+def test_an_empty_corpus_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Every question was refused by every policy, "always answer" included, and it exited 0.
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    (ds / "corpus.jsonl").write_text("")
+    q = {"id": "q1", "question": "What is x?", "answerable": False, "gold_ids": []}
+    (ds / "questions.jsonl").write_text(json.dumps(q) + "\n")
+    assert main(["eval", "run", str(ds), "--out", str(tmp_path / "rows.jsonl")]) == 2
+    assert "corpus.jsonl: no passages" in capsys.readouterr().err
+
+
+def test_report_names_its_mistaken_inputs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = _write(tmp_path / "rows.jsonl", _rows(40, 1, 1.0))
+    with pytest.raises(SystemExit) as exc:
+        report.main([str(rows), "--split", "validation"])
+    assert exc.value.code == 2
+    assert "choose from 'train', 'test', 'all'" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match=r"a directory; give the rows file"):
+        report.main([str(tmp_path)])

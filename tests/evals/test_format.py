@@ -207,8 +207,9 @@ def test_a_question_is_asked_in_its_tenant_and_its_gold_must_be_there(tmp_path: 
 
     _write(tmp_path / "questions.jsonl", [{k: v for k, v in asked.items() if k != "tenant"}])
     untagged = load_dataset(tmp_path)  # the run decides the default tenant, so it checks
-    with pytest.raises(DatasetFormatError, match="give the question that 'tenant'"):
+    with pytest.raises(DatasetFormatError, match="give the question that 'tenant'") as err:
         check_tenants(untagged, "eval")
+    assert f"{tmp_path / 'questions.jsonl'}: question 'q4'" in str(err.value)
     # A passage tagged with the run's own tenant is where an untagged question is asked.
     check_tenants(untagged, "acme")
 
