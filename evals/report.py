@@ -118,10 +118,23 @@ def summarize(
         scores = [float(d["confidence"]) for d in decisions]
         free = threshold_free(scores, answerable, kinds)
         entry: dict[str, Any] = {k: free[k] for k in INTERVAL_KEYS if k != "ece"}
+        entry["auroc_by_kind"] = {
+            k: v for k, v in metrics.auroc_by_kind(scores, kinds).items() if k != "all"
+        }
         entry["frr_at_far_by_kind"] = {
             key: metrics.frr_at_far_by_kind(scores, kinds, target)
             for key, target in FAR_TARGETS.items()
         }
+        # A bare score (top1_cosine) makes no decisions: its decision keys are null, not absent,
+        # so every policy has the documented keys.
+        entry.update(
+            dict.fromkeys(
+                ("far", "frr", "refusal_accuracy", "wrong_evidence_acceptance", "coverage")
+            ),
+            pass_rate_by_kind=None,
+        )
+        if has_answers:
+            entry["answer_accuracy"] = None
         if "outcome" in decisions[0]:
             passed = [d["outcome"] == "pass" for d in decisions]
             admitted = metrics.gold_in_evidence([d["evidence"] for d in decisions], gold)
@@ -299,20 +312,30 @@ def markdown(
     negatives = list(first.get("frr_at_far_by_kind", {}).get("5", {}))
     if len(negatives) > 1:
         lines += [
-            "FRR at FAR with each kind of negative alone (its own threshold per kind: what the "
+            "AUROC and FRR at FAR with each kind of negative alone (its own threshold per kind: "
+            "what the "
             "confidence could do for a knowledge base whose unanswerable questions were all of "
             "that kind):",
             "",
             "| policy | "
             + " | ".join(
-                f"{k.replace('_', '-')} FRR @ FAR≤{t}%" for k in negatives for t in FAR_TARGETS
+                f"{k.replace('_', '-')} {h}"
+                for k in negatives
+                for h in ("AUROC", *(f"FRR @ FAR≤{t}%" for t in FAR_TARGETS))
             )
             + " |",
-            "|---|" + "---|" * (len(negatives) * len(FAR_TARGETS)),
+            "|---|" + "---|" * (len(negatives) * (1 + len(FAR_TARGETS))),
         ]
         for name, p in summary["policies"].items():
             alone = p["frr_at_far_by_kind"]
-            cells = [_fmt(alone[t].get(k)) for k in negatives for t in FAR_TARGETS]
+            cells = [
+                c
+                for k in negatives
+                for c in (
+                    _fmt(p["auroc_by_kind"].get(k), False),
+                    *(_fmt(alone[t].get(k)) for t in FAR_TARGETS),
+                )
+            ]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
         lines.append("")
     lines += [
@@ -322,7 +345,7 @@ def markdown(
         "|---|" + "---|" * len(summary["counts"]),
     ]
     for name, p in summary["policies"].items():
-        if "pass_rate_by_kind" in p:
+        if p.get("pass_rate_by_kind") is not None:
             cells = [_fmt(p["pass_rate_by_kind"].get(k)) for k in summary["counts"]]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
     if "generator" in summary:
@@ -339,7 +362,7 @@ def markdown(
             "|---|---|",
         ]
         for name, p in summary["policies"].items():
-            if "answer_accuracy" in p:
+            if p.get("answer_accuracy") is not None:
                 lines.append(f"| {name} | {_fmt(p['answer_accuracy'])} |")
     lines += [
         "",
@@ -371,6 +394,10 @@ def markdown(
     return "\n".join(lines) + "\n"
 
 
+REFIT_MIN_PER_CLASS = 10
+"""Train questions of each class below which seed 001 is not refit (its fit would be noise)."""
+
+
 def _add_seed001_refit(rows: Sequence[dict[str, Any]]) -> None:
     """Seed 001 with a, b, c refit on the train split (the seed says to refit offline)."""
     from evals.calibrate import fit_seed001
@@ -380,10 +407,17 @@ def _add_seed001_refit(rows: Sequence[dict[str, Any]]) -> None:
     train = [r for r in rows if r.get("split") == "train"]
     if not train or "seed001" not in rows[0]["policies"]:
         return  # nothing to fit on (an unsplit dataset): the report shows the hand seeds only
-    try:
-        coef = fit_seed001(train)
-    except ValueError:
+    pos = sum(1 for r in train if r["answerable"])
+    if min(pos, len(train) - pos) < REFIT_MIN_PER_CLASS:
+        # It used to vanish from the report without a word, or be fitted on three rows.
+        print(
+            f"seed001_refit left out: the train split has {pos} answerable and "
+            f"{len(train) - pos} unanswerable questions; refitting needs at least "
+            f"{REFIT_MIN_PER_CLASS} of each",
+            file=sys.stderr,
+        )
         return
+    coef = fit_seed001(train)
     config = parse_policy(
         'version: "baseline-seed001-refit"\npolicy: seed001\n'
         f"seed001: {{a: {coef['a']}, b: {coef['b']}, c: {coef['c']}}}\n"

@@ -106,6 +106,11 @@ def test_calibrate_writes_a_config_the_gate_loads_and_applies(
     assert label == f"calibrated@{version}" and shipped.startswith("calibrated@2026-")
     cal = summary["policies"][label]
     assert 0.0 <= cal["auroc"] <= 1.0 and cal["far"] is not None
+    # Every policy has the documented keys; a bare score's decision keys are null.
+    bare = summary["policies"]["top1_cosine"]
+    assert set(bare) == set(cal) - {"ci95"}
+    assert bare["far"] is None and bare["pass_rate_by_kind"] is None
+    assert set(cal["auroc_by_kind"]) == set(summary["counts"]) - {"answerable"}
     # Configs given to `eval run` get intervals too, as the README's workflow promises.
     assert summary["bootstrap_resamples"] == 50
     assert "ci95" in cal and "ci95" in summary["policies"][shipped]
@@ -140,7 +145,9 @@ def test_threshold_for_far_keeps_far_at_or_under_target() -> None:
     assert ((scores >= t) & (labels == 0)).sum() <= 1
 
 
-def test_seed001_refit_learns_positive_weights_and_joins_the_report(tmp_path: Path) -> None:
+def test_seed001_refit_learns_positive_weights_and_joins_the_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import json
     import random
 
@@ -215,6 +222,18 @@ def test_seed001_refit_learns_positive_weights_and_joins_the_report(tmp_path: Pa
     assert "| topic-absent FRR @ FAR≤5% | topic-absent FRR @ FAR≤1% | near-miss" in md.read_text()
     with pytest.raises(SystemExit):
         report.main([str(path), "--bootstrap", "-1"])
+    # Too few train questions to refit on: left out, and said so (it vanished without a word).
+    few = [
+        dict(r, split="test") if r["split"] == "train" and i >= 6 else r for i, r in enumerate(rows)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in few))
+    capsys.readouterr()
+    assert report.main([str(path), "--split", "test", "--json", str(out)]) == 0
+    assert "seed001_refit" not in json.loads(out.read_text())["policies"]
+    assert (
+        "seed001_refit left out: the train split has 3 answerable and 3 unanswerable questions"
+        in capsys.readouterr().err
+    )
 
 
 def test_calibrate_says_when_train_rows_were_not_read(
