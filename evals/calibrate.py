@@ -72,7 +72,16 @@ def read_rows(path: Path, need: Sequence[str] = ("answerable", "signals")) -> li
         raise SystemExit(f"{path}: cannot read rows of `candor eval run`: no such file")
     problems: list[str] = []
     rows = []
+    first_line: dict[str, int] = {}
     for n, row in jsonl_objects(path, problems):
+        if isinstance(row.get("id"), str):
+            # One question twice would be fitted and counted twice (two runs concatenated).
+            if row["id"] in first_line:
+                problems.append(
+                    f"{path}:{n}: question id {row['id']!r} again (first at line "
+                    f"{first_line[row['id']]})"
+                )
+            first_line.setdefault(row["id"], n)
         if "error" not in row and any(k not in row for k in need):
             problems.append(
                 f"{path}:{n}: not a row of `candor eval run` (needs {', '.join(need)}): "
@@ -479,6 +488,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.weight is not None and any(not (w > 0 and math.isfinite(w)) for w in args.weight):
         ap.error("--weight must be a positive finite number")
+    given = [p.resolve() for p in args.results]
+    if len(set(given)) < len(given):
+        ap.error("a results file is given twice: pool it once (--weight weighs a source)")
     sources: list[list[dict[str, Any]]] = []
     for path in args.results:
         train = [r for r in read_rows(path) if r.get("split") == "train"]

@@ -230,3 +230,18 @@ def test_report_names_its_mistaken_inputs(
     assert "choose from 'train', 'test', 'all'" in capsys.readouterr().err
     with pytest.raises(SystemExit, match=r"a directory; give the rows file"):
         report.main([str(tmp_path)])
+
+
+def test_rows_counted_twice_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = _rows(40, 1, 1.0)
+    twice = _write(tmp_path / "twice.jsonl", [*rows, rows[3]])
+    out = tmp_path / "c.yaml"
+    with pytest.raises(
+        SystemExit, match=r"twice\.jsonl:41: question id 's1-3' again \(first at line 4\)"
+    ):
+        calibrate.main([str(twice), "--out", str(out)])
+    once = _write(tmp_path / "once.jsonl", rows)
+    with pytest.raises(SystemExit) as exc:
+        calibrate.main([str(once), str(tmp_path / "." / "once.jsonl"), "--out", str(out)])
+    assert exc.value.code == 2 and "given twice" in capsys.readouterr().err
+    assert not out.exists()
