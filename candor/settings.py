@@ -75,6 +75,8 @@ class QdrantSettings:
     https: bool = False
     collection: str = "candor_chunks"
     timeout_seconds: float = 5.0
+    """Each request's, writes included; a search is given retrieval.arm_timeout_seconds
+    instead (rounded up to whole seconds), when the arm gives up on it anyway."""
 
 
 @dataclass(frozen=True)

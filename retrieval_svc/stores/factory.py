@@ -55,7 +55,11 @@ def open_dense(
 
         def qdrant() -> DenseStore:
             return QdrantDenseStore.from_settings(
-                settings.qdrant, dim, create=create, embedder=embedder
+                settings.qdrant,
+                dim,
+                create=create,
+                embedder=embedder,
+                search_timeout_seconds=settings.arm_timeout_seconds,
             )
 
         return _now_or_later(DENSE, qdrant, DeferredDense, defer)

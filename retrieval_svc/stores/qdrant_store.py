@@ -65,8 +65,16 @@ class QdrantDenseStore:
         *,
         create: bool = True,
         embedder: str = "",
+        search_timeout_seconds: float | None = None,
     ) -> None:
         self._client = client
+        # The arm gives up on a search after retrieval.arm_timeout_seconds; with the client's
+        # own timeout (qdrant.timeout_seconds, 5 s, sized for writes) a slow Qdrant kept each
+        # abandoned search holding one of the arm's threads that much longer. Whole seconds:
+        # qdrant-client takes an int.
+        self._search_timeout = (
+            max(1, math.ceil(search_timeout_seconds)) if search_timeout_seconds else None
+        )
         self._collection = collection
         self._dim = dim
         self._embedder = embedder
@@ -76,7 +84,13 @@ class QdrantDenseStore:
 
     @classmethod
     def from_settings(
-        cls, settings: QdrantSettings, dim: int, *, create: bool = True, embedder: str = ""
+        cls,
+        settings: QdrantSettings,
+        dim: int,
+        *,
+        create: bool = True,
+        embedder: str = "",
+        search_timeout_seconds: float | None = None,
     ) -> QdrantDenseStore:
         """Build the client from settings; the API key file is read once, here."""
         api_key = settings.api_key
@@ -94,7 +108,14 @@ class QdrantDenseStore:
             timeout=max(1, math.ceil(settings.timeout_seconds)),
         )
         try:
-            return cls(client, settings.collection, dim, create=create, embedder=embedder)
+            return cls(
+                client,
+                settings.collection,
+                dim,
+                create=create,
+                embedder=embedder,
+                search_timeout_seconds=search_timeout_seconds,
+            )
         except BaseException:
             client.close()
             raise
@@ -265,6 +286,7 @@ class QdrantDenseStore:
             query_filter=models.Filter(must=must),
             limit=limit,
             with_payload=True,
+            timeout=self._search_timeout,
         )
         return [Hit(_chunk(p.payload or {}), float(p.score)) for p in response.points]
 

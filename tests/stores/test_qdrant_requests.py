@@ -21,10 +21,15 @@ class Recording(QdrantClient):
         super().__init__(":memory:")
         self.upserts: list[int] = []
         self.indexes: list[str] = []
+        self.query_timeouts: list[int | None] = []
 
     def upsert(self, collection_name: str, points: Any, **kw: Any) -> Any:
         self.upserts.append(len(points))
         return super().upsert(collection_name, points, **kw)
+
+    def query_points(self, collection_name: str, **kw: Any) -> Any:
+        self.query_timeouts.append(kw.get("timeout"))
+        return super().query_points(collection_name, **kw)
 
     def create_payload_index(self, collection_name: str, field_name: str, **kw: Any) -> Any:
         self.indexes.append(field_name)
@@ -82,3 +87,37 @@ def test_a_collection_that_names_no_embedder_is_adopted_but_not_by_a_read_only_o
     assert client.get_collection("candor-old").config.metadata == {
         qdrant_store.EMBEDDER_KEY: "minilm"
     }
+
+
+@pytest.mark.parametrize(("arm_timeout", "sent"), [(None, None), (2.0, 2), (0.3, 1)])
+def test_a_search_asks_qdrant_to_give_up_when_the_arm_does(
+    arm_timeout: float | None, sent: int | None
+) -> None:
+    # With only the client's timeout (5 s, sized for writes) a slow Qdrant kept each search the
+    # arm had abandoned at 2 s holding one of the arm's four threads.
+    client = Recording()
+    store = QdrantDenseStore(client, "candor-search", DIM, search_timeout_seconds=arm_timeout)
+    store.upsert(_chunks(3), np.ones((3, DIM), dtype=np.float32))
+    assert store.search("t", np.ones(DIM, dtype=np.float32), 2, include_unpublished=True)
+    assert client.query_timeouts == [sent]
+
+
+def test_the_factory_gives_the_qdrant_store_the_arm_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from candor.settings import load_settings
+    from retrieval_svc.stores.factory import open_dense
+
+    seen: dict[str, Any] = {}
+
+    def opened(settings: Any, dim: int, **kw: Any) -> str:
+        seen.update(kw)
+        return "store"
+
+    monkeypatch.setattr(QdrantDenseStore, "from_settings", opened)
+    env = {
+        "CANDOR_RETRIEVAL__DENSE_BACKEND": "qdrant",
+        "CANDOR_RETRIEVAL__ARM_TIMEOUT_SECONDS": "1.5",
+    }
+    assert open_dense(load_settings(env=env).retrieval, DIM) == "store"  # type: ignore[comparison-overlap]
+    assert seen["search_timeout_seconds"] == 1.5
