@@ -154,7 +154,7 @@ def test_container_ports_probes_and_settings_agree(
         "config.alpha.linkerd.io/proxy-wait-before-exit-seconds"
     )
     if wait is not None:  # meshed: the proxy must carry calls until the service has drained
-        assert server.drain_delay_seconds + server.grace_seconds <= int(wait) < grace
+        assert server.drain_delay_seconds + server.grace_seconds + 3 <= int(wait) < grace
 
 
 @pytest.mark.parametrize("service", SERVICES)
