@@ -76,7 +76,8 @@ class QdrantSettings:
     collection: str = "candor_chunks"
     timeout_seconds: float = 5.0
     """Each request's, writes included; a search is given retrieval.arm_timeout_seconds
-    instead (rounded up to whole seconds), when the arm gives up on it anyway."""
+    instead (rounded up to whole seconds), when the arm gives up on it anyway (over gRPC, the
+    default; over REST the client still waits this long, Qdrant itself stops sooner)."""
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ The match is lenient and deterministic (SQuAD-style normalisation, then the refe
 must appear in the answer: all of them for short references, 80% for long ones), so an
 extractive answer that quotes the right sentence counts. Yes/no references are marked
 ``yes_no`` and left out of the accuracy: a quoting answerer never says "yes"; a reference that
-goes on after its "Yes," is judged on the words that follow.
+goes on after its "Yes," is judged on the words that follow when there are three or more.
 """
 
 from __future__ import annotations
@@ -31,20 +31,38 @@ def normalise(text: str) -> list[str]:
     return _ARTICLES.sub(" ", bare).split()
 
 
+#: "Yes, on the top rack": the words after the yes are what a quoting answer can hold.
+_YES_LEAD = re.compile(r"\A\s*yes\b\s*[,.;:!\u2013\u2014]\s*", re.IGNORECASE)
+YES_REST_MIN_TOKENS = 3
+"""Fewer words after a leading "Yes," ("Yes, it is.") say nothing a quote could be judged on:
+such a reference is a yes/no one."""
+
+
+def _judged_tokens(reference: str) -> list[str] | None:
+    """The reference's tokens an answer must hold; ``None`` for a yes/no reference.
+
+    A leading "Yes," is left out: an extractive answer quotes the evidence and never says it,
+    so "Yes, on the top rack" was scored wrong against a quote of "safe on the top rack". A
+    leading "No," stays: without it the rest can say the opposite of the reference."""
+    tokens = normalise(reference)
+    if tokens in (["yes"], ["no"]):
+        return None
+    lead = _YES_LEAD.match(reference)
+    if lead is None:
+        return tokens
+    rest = normalise(reference[lead.end() :])
+    return rest if len(rest) >= YES_REST_MIN_TOKENS else None
+
+
 def is_yes_no(reference: str) -> bool:
-    return normalise(reference) in (["yes"], ["no"])
-
-
-#: "Yes, on the top rack": the words after the yes or no are what a quoting answer can hold.
-_YES_NO_LEAD = re.compile(r"\s*(?:yes|no)\s*[,.;:!\u2013\u2014-]\s*(?=\S)", re.IGNORECASE)
+    """A reference a quoting answer cannot be judged on: "yes", "no", "Yes, it is."."""
+    return _judged_tokens(reference) is None
 
 
 def contains_reference(answer: str, reference: str) -> bool:
-    """True when the answer holds the reference's tokens (see the module docstring). A leading
-    "Yes," or "No," is left out: an extractive answer quotes the evidence and never says it,
-    so "Yes, on the top rack" was scored wrong against a quote of "safe on the top rack". Only
-    with the punctuation: "No more than 5" keeps its "no"."""
-    ref = normalise(_YES_NO_LEAD.sub("", reference, count=1))
+    """True when the answer holds the reference's tokens (see the module docstring and
+    :func:`_judged_tokens`)."""
+    ref = _judged_tokens(reference) or normalise(reference)
     if not ref:
         return False
     have = set(normalise(answer))

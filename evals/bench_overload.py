@@ -14,10 +14,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
 import sys
 import tempfile
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,8 +23,18 @@ from pathlib import Path
 import grpc
 
 from candor.gate.v1 import gate_pb2, gate_pb2_grpc
-from evals.bench_retrieval import make_documents
-from evals.bench_stack import _start, _stop, _wait, answered_queries, ingest, stack_env, stack_ports
+from evals.bench_retrieval import make_documents, p50_p99_ms
+from evals.bench_stack import (
+    answered_queries,
+    ingest,
+    load,
+    passing_when_idle,
+    stack_env,
+    stack_ports,
+    start_procs,
+    stop_procs,
+    wait_ready,
+)
 
 
 @dataclass
@@ -35,28 +43,26 @@ class Level:
 
     in_flight: int
     latencies: list[float] = field(default_factory=list)
+    """Every call's, errors included."""
     passed: int = 0
     degraded: int = 0
     errors: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
 
-    @property
-    def calls(self) -> int:
-        return len(self.latencies) + sum(self.errors.values())
-
     def summary(self) -> dict[str, object]:
         """The level's figures; shares are of every call made, errors included."""
-        xs = sorted(self.latencies)
-        n = max(1, self.calls)
+        calls = len(self.latencies)
+        n = max(1, calls)
+        p50, p99 = p50_p99_ms(self.latencies)
         return {
-            "calls": self.calls,
+            "calls": calls,
             "pass_share": self.passed / n,
             "degraded_share": self.degraded / n,
             "errors": dict(sorted(self.errors.items())),
-            "rps": self.calls / self.seconds if self.seconds else 0.0,
+            "rps": calls / self.seconds if self.seconds else 0.0,
             "pass_rps": self.passed / self.seconds if self.seconds else 0.0,
-            "p50_ms": statistics.median(xs) * 1000 if xs else 0.0,
-            "p99_ms": xs[int(0.99 * (len(xs) - 1))] * 1000 if xs else 0.0,
+            "p50_ms": p50,
+            "p99_ms": p99,
         }
 
 
@@ -64,27 +70,23 @@ async def _level(
     gate: gate_pb2_grpc.GateServiceStub, questions: list[str], in_flight: int, deadline: float
 ) -> Level:
     level = Level(in_flight)
+
+    async def evaluate(q: str) -> None:
+        try:
+            reply = await gate.Evaluate(
+                gate_pb2.EvaluateRequest(tenant="bench", query=q), timeout=deadline
+            )
+        except grpc.aio.AioRpcError as exc:
+            level.errors[exc.code().name] += 1
+            return
+        level.passed += reply.decision.outcome == gate_pb2.OUTCOME_PASS
+        level.degraded += reply.decision.degraded
+
     # At least three calls per slot, so the queue is full for most of the run.
     want = max(len(questions), 3 * in_flight)
-    it = iter(questions[i % len(questions)] for i in range(want))
-
-    async def worker() -> None:
-        for q in it:
-            start = time.perf_counter()
-            try:
-                reply = await gate.Evaluate(
-                    gate_pb2.EvaluateRequest(tenant="bench", query=q), timeout=deadline
-                )
-            except grpc.aio.AioRpcError as exc:
-                level.errors[exc.code().name] += 1
-                continue
-            level.latencies.append(time.perf_counter() - start)
-            level.passed += reply.decision.outcome == gate_pb2.OUTCOME_PASS
-            level.degraded += reply.decision.degraded
-
-    start = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(in_flight)))
-    level.seconds = time.perf_counter() - start
+    calls = [questions[i % len(questions)] for i in range(want)]
+    level.latencies, rate = await load(evaluate, calls, in_flight)
+    level.seconds = len(calls) / rate
     return level
 
 
@@ -93,11 +95,7 @@ async def _measure(
 ) -> tuple[int, list[Level]]:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
         gate = gate_pb2_grpc.GateServiceStub(channel)
-        passing = []
-        for q in candidates:
-            reply = await gate.Evaluate(gate_pb2.EvaluateRequest(tenant="bench", query=q))
-            if reply.decision.outcome == gate_pb2.OUTCOME_PASS:
-                passing.append(q)
+        passing = await passing_when_idle(gate, candidates)
         if not passing:
             raise RuntimeError("the gate passed none of the questions when idle")
         return len(passing), [await _level(gate, passing, n, deadline) for n in levels]
@@ -136,9 +134,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--in-flight, --deadline and --chunks must be positive")
     ports = stack_ports(args.port)
     with tempfile.TemporaryDirectory() as tmp:
-        procs = _start(stack_env(tmp, ports), args.per_service)
+        procs = start_procs(stack_env(tmp, ports), args.per_service)
         try:
-            _wait(procs, ports)
+            wait_ready(procs, ports)
             docs = make_documents(args.chunks)
             ingest(ports, docs)
             candidates = answered_queries(docs, args.questions)
@@ -146,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
                 _measure(ports["gate"], candidates, args.in_flight, args.deadline)
             )
         finally:
-            _stop(procs)
+            stop_procs(procs)
     print(report(args.chunks, passing, len(candidates), levels))
     if args.json:
         out = {f"{args.chunks}:evaluate@{lv.in_flight}": lv.summary() for lv in levels}

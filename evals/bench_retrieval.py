@@ -88,6 +88,14 @@ class Result:
     startup_seconds: float
 
 
+def p50_p99_ms(seconds: list[float]) -> tuple[float, float]:
+    """Median and 99th percentile (nearest rank below) in ms; (0, 0) for no calls."""
+    xs = sorted(seconds)
+    if not xs:
+        return 0.0, 0.0
+    return statistics.median(xs) * 1000, xs[int(0.99 * (len(xs) - 1))] * 1000
+
+
 def _rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -168,11 +176,7 @@ def run_one(n_chunks: int, n_queries: int, port: int = 0) -> Result:
             latency, throughput = {}, {}
             for in_flight in (1, 8, 32):
                 xs, rate = asyncio.run(_load(target, queries, in_flight))
-                xs.sort()
-                latency[in_flight] = (
-                    statistics.median(xs) * 1000,
-                    xs[int(0.99 * (len(xs) - 1))] * 1000,
-                )
+                latency[in_flight] = p50_p99_ms(xs)
                 throughput[in_flight] = rate
             rss = _rss_mib(proc.pid)
             return Result(n_chunks, ingest_rate, latency, throughput, rss, startup)

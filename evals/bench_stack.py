@@ -20,7 +20,6 @@ import os
 import platform
 import random
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,7 +32,7 @@ import grpc
 from candor.gate.v1 import gate_pb2, gate_pb2_grpc
 from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from candor.runtime.server import health_check
-from evals.bench_retrieval import _rss_mib, make_documents
+from evals.bench_retrieval import _rss_mib, make_documents, p50_p99_ms
 
 REFUSED = [
     "Who won the 1998 football World Cup?",
@@ -59,9 +58,20 @@ def answered_queries(docs: list[retrieval_pb2.Document], n: int, seed: int = 5) 
     return out
 
 
-async def _load(
+async def passing_when_idle(gate: gate_pb2_grpc.GateServiceStub, queries: list[str]) -> list[str]:
+    """The queries the gate passes, asked one at a time."""
+    passing = []
+    for q in queries:
+        reply = await gate.Evaluate(gate_pb2.EvaluateRequest(tenant="bench", query=q))
+        if reply.decision.outcome == gate_pb2.OUTCOME_PASS:
+            passing.append(q)
+    return passing
+
+
+async def load(
     call: Callable[[str], Awaitable[object]], queries: list[str], in_flight: int
 ) -> tuple[list[float], float]:
+    """Each query's latency and the calls per second, ``in_flight`` calls at a time."""
     latencies: list[float] = []
     it = iter(queries)
 
@@ -103,11 +113,7 @@ async def _measure(
             ]
 
         # Keep the fragments the gate passes, so "ask_answered" really reaches the generator.
-        passing = []
-        for q in answered:
-            reply = await gate.Evaluate(gate_pb2.EvaluateRequest(tenant="bench", query=q))
-            if reply.decision.outcome == gate_pb2.OUTCOME_PASS:
-                passing.append(q)
+        passing = await passing_when_idle(gate, answered)
         results["answered_pass_rate"] = {"share": len(passing) / max(1, len(answered))}
         n_answered = len(answered) // 3
         answered_passing = [passing[i % len(passing)] for i in range(n_answered)] if passing else []
@@ -118,36 +124,32 @@ async def _measure(
             "ask_answered": (ask, answered_passing),
         }
         for name, (call, queries) in ops.items():
-            await _load(call, queries[:10], 1)  # warm-up
+            await load(call, queries[:10], 1)  # warm-up
             for n in IN_FLIGHT:
-                xs, rate = await _load(call, queries, n)
-                xs.sort()
-                results[f"{name}@{n}"] = {
-                    "p50_ms": statistics.median(xs) * 1000,
-                    "p99_ms": xs[int(0.99 * (len(xs) - 1))] * 1000,
-                    "rps": rate,
-                }
+                xs, rate = await load(call, queries, n)
+                p50, p99 = p50_p99_ms(xs)
+                results[f"{name}@{n}"] = {"p50_ms": p50, "p99_ms": p99, "rps": rate}
     return results
 
 
 Procs = list[subprocess.Popen[bytes]]
 
 
-def _start(env: dict[str, str], per_service: bool) -> Procs:
+def start_procs(env: dict[str, str], per_service: bool) -> Procs:
     """One process for the whole stack, or one per service as the Kubernetes manifests run it."""
     serve = [sys.executable, "-m", "candor.cli.main", "serve"]
     if not per_service:
         return [subprocess.Popen(serve, env=env, stderr=subprocess.DEVNULL)]
     # The gate writes the demo signing key pair the generator reads, so it goes first.
     gate = subprocess.Popen([*serve, "--service", "gate"], env=env, stderr=subprocess.DEVNULL)
-    _wait([gate], {"gate": int(env["CANDOR_GATE__SERVER__PORT"])})
+    wait_ready([gate], {"gate": int(env["CANDOR_GATE__SERVER__PORT"])})
     return [gate] + [
         subprocess.Popen([*serve, "--service", s], env=env, stderr=subprocess.DEVNULL)
         for s in ("retrieval", "generator")
     ]
 
 
-def _wait(procs: Procs, ports: dict[str, int]) -> None:
+def wait_ready(procs: Procs, ports: dict[str, int]) -> None:
     for port in ports.values():
         while health_check(f"127.0.0.1:{port}") != "SERVING":
             if any(p.poll() is not None for p in procs):
@@ -155,7 +157,7 @@ def _wait(procs: Procs, ports: dict[str, int]) -> None:
             time.sleep(0.2)
 
 
-def _stop(procs: Procs) -> None:
+def stop_procs(procs: Procs) -> None:
     for p in procs:
         p.send_signal(signal.SIGTERM)
     for p in procs:
@@ -207,15 +209,15 @@ def run(
     ports = stack_ports(port)
     with tempfile.TemporaryDirectory() as tmp:
         env = stack_env(tmp, ports)
-        procs = _start(env, per_service)
+        procs = start_procs(env, per_service)
         try:
-            _wait(procs, ports)
+            wait_ready(procs, ports)
             docs = make_documents(n_chunks)
             ingest_rate = ingest(ports, docs)
-            _stop(procs)
+            stop_procs(procs)
             restart = time.perf_counter()
-            procs = _start(env, per_service)
-            _wait(procs, ports)
+            procs = start_procs(env, per_service)
+            wait_ready(procs, ports)
             startup = time.perf_counter() - restart
             refused = [REFUSED[i % len(REFUSED)] for i in range(n_queries)]
             # Three candidates per answered query; only those the gate passes are replayed.
@@ -229,7 +231,7 @@ def run(
                 "operations": results,
             }
         finally:
-            _stop(procs)
+            stop_procs(procs)
 
 
 def report(runs: list[dict[str, object]]) -> str:

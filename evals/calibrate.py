@@ -459,8 +459,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--source", default="", help="dataset name for the provenance")
     args = ap.parse_args(argv)
-    if not 0 <= args.target_far < 1:  # before the hint below, which assumes a rate
-        ap.error(f"--target-far must be a rate in [0, 1), got {args.target_far}")
+    for flag, rate in (("--target-far", args.target_far), ("--confident-far", args.confident_far)):
+        # `not 0 <= x < 1` is also true of NaN. At 1 every unanswerable question may pass: the
+        # bound fell to 0 and the config answered "Who won the 1998 World Cup?" as confident.
+        # Before the hint below, which assumes a rate.
+        if rate is not None and not 0 <= rate < 1:
+            ap.error(f"{flag} must be a rate in [0, 1), got {rate}")
     if args.confident_far is None:
         args.confident_far = min(0.01, args.target_far)
         if args.target_far < 0.01:
@@ -472,11 +476,6 @@ def main(argv: list[str] | None = None) -> int:
             )
     if not 0 <= args.read_floor_cost < 1:
         ap.error("--read-floor-cost must be in [0, 1)")
-    for flag, rate in (("--target-far", args.target_far), ("--confident-far", args.confident_far)):
-        # `not 0 <= x < 1` is also true of NaN. At 1 every unanswerable question may pass: the
-        # bound fell to 0 and the config answered "Who won the 1998 World Cup?" as confident.
-        if not 0 <= rate < 1:
-            ap.error(f"{flag} must be a rate in [0, 1), got {rate}")
     if args.confident_far > args.target_far:
         ap.error(
             f"--confident-far ({args.confident_far}) must not exceed --target-far "

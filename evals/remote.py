@@ -348,7 +348,11 @@ def main(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int | None:
         file=sys.stderr,
     )
     if s.degraded:
-        print(f"candor: {s.degraded} decision(s) had a retrieval arm down", file=sys.stderr)
+        print(
+            f"candor: {s.degraded} decision(s) were degraded (a retrieval arm down, or a "
+            "reading or rerank the policy weighs missing)",
+            file=sys.stderr,
+        )
     if len(s.policy_versions) > 1:
         print("candor: the policy changed during the run; rows mix versions", file=sys.stderr)
     if s.questions and s.failed / s.questions > args.max_error_rate:

@@ -433,7 +433,11 @@ class GateServicer(pb_grpc.GateServiceServicer):
         degraded = (
             degraded
             or (uses_reader(policy) and reader is not None and bool(reader.error))
-            or (uses_reranker(policy) and rerank is not None and rerank.fallback)
+            or (
+                uses_reranker(policy)
+                and bool(candidates)
+                and (rerank.fallback if rerank is not None else self._reranker is None)
+            )
         )
         out = self._finish(decision, tenant, query, language, arms, degraded, policy, policy_tenant)
         out.rewritten_query = reply.rewritten_query

@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit("--test-fraction must be between 0 and 1")
     if args.out.resolve() == args.dataset.resolve():
         raise SystemExit("--out must be a new directory: the source dataset is not rewritten")
-    ds = load_dataset(args.dataset)
+    ds = load_dataset(args.dataset, partial_split=True)  # drawing them all again is the cure
     already = sum(q.split is not None for q in ds.questions)
     if already and not args.resplit:
         raise SystemExit(

@@ -71,7 +71,8 @@ class QdrantDenseStore:
         # The arm gives up on a search after retrieval.arm_timeout_seconds; with the client's
         # own timeout (qdrant.timeout_seconds, 5 s, sized for writes) a slow Qdrant kept each
         # abandoned search holding one of the arm's threads that much longer. Whole seconds:
-        # qdrant-client takes an int.
+        # qdrant-client takes an int. Over gRPC (prefer_grpc, the default) it is the call's
+        # deadline; over REST only Qdrant's own search timeout.
         self._search_timeout = (
             max(1, math.ceil(search_timeout_seconds)) if search_timeout_seconds else None
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from evals.bench_overload import Level
 from evals.bench_retrieval import Result, as_json
 
@@ -24,12 +26,13 @@ def test_retrieval_bench_json_schema() -> None:
 
 
 def test_overload_figures_count_errors_as_calls_that_did_not_pass() -> None:
-    level = Level(200, latencies=[0.1, 0.3, 0.2], passed=2, degraded=1, seconds=2.0)
+    level = Level(200, latencies=[0.1, 0.3, 0.2, 0.4], passed=2, degraded=1, seconds=2.0)
     level.errors["DEADLINE_EXCEEDED"] = 1
     s = level.summary()
     assert s["calls"] == 4
     assert (s["pass_share"], s["degraded_share"]) == (0.5, 0.25)
     assert (s["rps"], s["pass_rps"]) == (2.0, 1.0)
-    assert (s["p50_ms"], s["p99_ms"]) == (200.0, 200.0)  # index int(0.99 * 2) = 1
+    assert s["p50_ms"] == pytest.approx(250.0)
+    assert s["p99_ms"] == pytest.approx(300.0)  # nearest rank below: index int(0.99 * 3) = 2
     assert s["errors"] == {"DEADLINE_EXCEEDED": 1}
     assert Level(1).summary()["pass_share"] == 0.0  # no calls: no division by zero

@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 from evals.datasets import prepare
-from evals.datasets.format import Passage, Question, load_dataset, write_dataset
+from evals.datasets.format import (
+    DatasetFormatError,
+    Passage,
+    Question,
+    load_dataset,
+    write_dataset,
+)
 from evals.datasets.split import assign_splits
 
 
@@ -83,6 +89,14 @@ def test_cli_writes_a_split_copy_and_refuses_to_overwrite_splits(tmp_path: Path)
         prepare.main(["split", str(out), "--out", str(again)])
     assert not again.exists()
     assert prepare.main(["split", str(out), "--out", str(again), "--resplit"]) == 0
+    # Split in part: other commands refuse it and name this cure, which must then work.
+    partly = [replace(q, split=None) if i % 3 else q for i, q in enumerate(ds.questions)]
+    write_dataset(tmp_path / "partly", ds.corpus, partly, {})
+    with pytest.raises(DatasetFormatError, match="--resplit"):
+        load_dataset(tmp_path / "partly")
+    cured = tmp_path / "cured"
+    assert prepare.main(["split", str(tmp_path / "partly"), "--out", str(cured), "--resplit"]) == 0
+    assert {q.split for q in load_dataset(cured).questions} == {"train", "test"}
     with pytest.raises(SystemExit, match="new directory"):
         prepare.main(["split", str(src), "--out", str(src)])
     with pytest.raises(SystemExit, match="between 0 and 1"):

@@ -108,3 +108,16 @@ def test_a_policy_that_does_not_read_the_reranker_never_calls_it(
             assert "gate.reranker is configured but no threshold config reads it" in caplog.text
         finally:
             stack.stop()
+
+
+def test_a_policy_that_weighs_a_reranker_none_is_configured_for_is_degraded(
+    tmp_path: Path,
+) -> None:
+    # As a disabled reader is: the decision lacks an input its policy weighs.
+    from tests.service.test_gate_reader import _decide
+
+    (d,), _ = _decide(tmp_path, 'version: "rr-2"\npolicy: seed004\n', "why two high tides?")
+    assert d.degraded
+    (tmp_path / "s0").mkdir()
+    (d,), _ = _decide(tmp_path / "s0", 'version: "s0"\npolicy: seed000\n', "why two high tides?")
+    assert not d.degraded
