@@ -195,14 +195,21 @@ def test_the_bound_clears_the_negative_despite_float_error() -> None:
     assert bound > negative
 
 
+def _one_question(tmp_path: Path, corpus: list[dict[str, str]], answerable: bool) -> Path:
+    """A dataset directory holding ``corpus`` and one question, answered by p1 or by nothing."""
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    (ds / "corpus.jsonl").write_text("".join(json.dumps(p) + "\n" for p in corpus))
+    gold = ["p1"] if answerable else []
+    q = {"id": "q1", "question": "What is x?", "answerable": answerable, "gold_ids": gold}
+    (ds / "questions.jsonl").write_text(json.dumps(q) + "\n")
+    return ds
+
+
 def test_a_corpus_row_in_error_is_named_once_not_again_as_a_missing_gold_id(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    ds = tmp_path / "ds"
-    ds.mkdir()
-    (ds / "corpus.jsonl").write_text(json.dumps({"id": "p1", "title": "T", "txt": "x"}) + "\n")
-    q = {"id": "q1", "question": "What is x?", "answerable": True, "gold_ids": ["p1"]}
-    (ds / "questions.jsonl").write_text(json.dumps(q) + "\n")
+    ds = _one_question(tmp_path, [{"id": "p1", "title": "T", "txt": "x"}], True)
     assert main(["eval", "run", str(ds), "--out", str(tmp_path / "rows.jsonl")]) == 2
     err = capsys.readouterr().err
     assert "corpus.jsonl:1:" in err and "txt" in err
@@ -211,11 +218,7 @@ def test_a_corpus_row_in_error_is_named_once_not_again_as_a_missing_gold_id(
 
 def test_an_empty_corpus_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Every question was refused by every policy, "always answer" included, and it exited 0.
-    ds = tmp_path / "ds"
-    ds.mkdir()
-    (ds / "corpus.jsonl").write_text("")
-    q = {"id": "q1", "question": "What is x?", "answerable": False, "gold_ids": []}
-    (ds / "questions.jsonl").write_text(json.dumps(q) + "\n")
+    ds = _one_question(tmp_path, [], False)
     assert main(["eval", "run", str(ds), "--out", str(tmp_path / "rows.jsonl")]) == 2
     assert "corpus.jsonl: no passages" in capsys.readouterr().err
 

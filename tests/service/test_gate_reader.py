@@ -94,33 +94,26 @@ def test_a_policy_that_weighs_the_reader_gets_its_reading(tmp_path: Path) -> Non
     assert metric_value(text, "candor_gate_evidence_reader_info", info) == 1
 
 
-def test_without_the_reader_a_policy_that_weighs_it_refuses_and_says_so(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("setting", "reason"),
+    [
+        ({"CANDOR_GATE__READER__ENABLED": "false"}, "DISABLED"),
+        ({"CANDOR_GATE__READER__TIMEOUT_SECONDS": "0.000001"}, "TIMEOUT"),
+    ],
+)
+def test_without_a_reading_a_policy_that_weighs_it_refuses_and_says_so(
+    tmp_path: Path, setting: dict[str, str], reason: str
+) -> None:
     (d,), text = _decide(
-        tmp_path,
-        READER_POLICY,
-        "What causes two high tides every day?",
-        CANDOR_GATE__READER__ENABLED="false",
+        tmp_path, READER_POLICY, "What causes two high tides every day?", **setting
     )
     signals = {s.name: s.value for s in d.signals}
     assert signals["reader_fallback"] == 1.0
     assert "reader" not in signals
     assert d.outcome == gate_pb2.OUTCOME_REFUSE
-    assert metric_value(text, "candor_gate_reader_fallbacks_total", {"reason": "DISABLED"}) == 1
-    assert "candor_gate_evidence_reader_info{" not in text
+    assert metric_value(text, "candor_gate_reader_fallbacks_total", {"reason": reason}) == 1
+    assert ("candor_gate_evidence_reader_info{" in text) is (reason != "DISABLED")
     assert d.degraded  # a refusal for want of a reading is not the knowledge base's gap
-
-
-def test_a_read_that_runs_out_of_time_refuses_as_degraded(tmp_path: Path) -> None:
-    (d,), text = _decide(
-        tmp_path,
-        READER_POLICY,
-        "What causes two high tides every day?",
-        CANDOR_GATE__READER__TIMEOUT_SECONDS="0.000001",
-    )
-    signals = {s.name: s.value for s in d.signals}
-    assert signals["reader_fallback"] == 1.0 and "reader" not in signals
-    assert d.outcome == gate_pb2.OUTCOME_REFUSE and d.degraded
-    assert metric_value(text, "candor_gate_reader_fallbacks_total", {"reason": "TIMEOUT"}) == 1
 
 
 def test_a_policy_that_ignores_the_reader_never_runs_it(tmp_path: Path) -> None:
