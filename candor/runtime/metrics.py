@@ -100,6 +100,11 @@ def code_of(context: grpc.aio.ServicerContext, error: BaseException | None) -> g
             if candidate.value[0] == code:
                 return candidate
     if error is None:
+        if _caller_left(context):
+            # Its reply reached nobody: the caller already saw its deadline or its cancel. A
+            # cold gate's Evaluate under a 50 ms deadline was counted OK (an error-model probe).
+            spent = _deadline_spent(context)
+            return grpc.StatusCode.DEADLINE_EXCEEDED if spent else grpc.StatusCode.CANCELLED
         return grpc.StatusCode.OK
     return grpc.StatusCode.UNKNOWN
 

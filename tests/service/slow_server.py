@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 
 import grpc
 from grpc_health.v1 import health_pb2
@@ -23,6 +24,12 @@ async def _slow(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
     return b"done"
 
 
+async def _busy(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+    # Blocks the loop, as CPU-bound work does: nothing cancels it when the caller leaves.
+    time.sleep(float(request.decode() or "1"))  # noqa: ASYNC251
+    return b"done"
+
+
 async def _echo(
     request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext
 ) -> health_pb2.HealthCheckRequest:
@@ -34,6 +41,7 @@ def _register(server: grpc.aio.Server) -> None:
         SERVICE,
         {
             "Slow": grpc.unary_unary_rpc_method_handler(_slow, lambda b: b, lambda b: b),
+            "Busy": grpc.unary_unary_rpc_method_handler(_busy, lambda b: b, lambda b: b),
             # Its requests must parse as a protobuf message: junk bytes fail to deserialize.
             "Echo": grpc.unary_unary_rpc_method_handler(
                 _echo,

@@ -108,6 +108,25 @@ def test_metrics_expose_standard_grpc_series_with_code_names(slow_server):  # ty
     assert "grpc_server_handling_seconds_bucket{" in text
 
 
+def test_a_reply_finished_after_the_callers_deadline_is_counted_as_the_caller_saw_it(slow_server):  # type: ignore[no-untyped-def]
+    # A handler busy past the deadline (a cold gate's first Evaluate) returned normally and
+    # was counted OK, while its caller got DEADLINE_EXCEEDED.
+    _, target, metrics_port = slow_server
+    with grpc.insecure_channel(target) as ch:
+        busy = ch.unary_unary(f"/{SERVICE}/Busy")
+        with pytest.raises(grpc.RpcError) as err:
+            busy(b"0.5", timeout=0.1)
+    assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    time.sleep(0.8)
+    labels = {"grpc_service": SERVICE, "grpc_method": "Busy", "grpc_type": "unary"}
+    text = scrape(metrics_port)
+    assert (
+        metric_value(text, "grpc_server_handled_total", {**labels, "grpc_code": "OK"}) or 0
+    ) == 0
+    deadline = {**labels, "grpc_code": "DEADLINE_EXCEEDED"}
+    assert metric_value(text, "grpc_server_handled_total", deadline) == 1
+
+
 def test_health_watch_streams_the_serving_status(slow_server):  # type: ignore[no-untyped-def]
     # grpc's Watch writes with context.write(): the metrics wrapper iterated it and failed
     # every call with UNKNOWN.
