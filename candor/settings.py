@@ -614,6 +614,17 @@ def _validate(s: Settings) -> None:
             "generator.clock_skew_seconds must be >= 0 (a negative skew refuses every token)",
         ),
     ]
+    for name in ("retrieval", "generator"):
+        # The gate checks a query first: a longer limit than a downstream's let that service
+        # refuse it without a field violation, or fail an Ask after a PASS was streamed.
+        limit = getattr(s, name).max_query_chars
+        checks.append(
+            (
+                s.gate.max_query_chars <= limit,
+                f"gate.max_query_chars ({s.gate.max_query_chars}) must not exceed "
+                f"{name}.max_query_chars ({limit})",
+            )
+        )
     for name in ("retrieval", "gate", "generator"):
         srv: ServerSettings = getattr(s, name).server
         checks += [

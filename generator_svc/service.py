@@ -21,7 +21,7 @@ from candor.runtime.auth import Authenticator
 from candor.runtime.errors import FieldViolations, abort_info, abort_invalid
 from candor.runtime.metrics import ServiceMetrics
 from candor.runtime.server import ServiceSpec
-from candor.runtime.validation import check_language, check_query
+from candor.runtime.validation import check_enum, check_language, check_query
 from candor.secrets import read_secret
 from candor.settings import Settings, SettingsError
 from candor.text import zipf
@@ -169,6 +169,10 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
         for i, e in enumerate(request.evidence):
             if not e.chunk_id:
                 v.add(f"evidence[{i}].chunk_id", "required")
+            # As UpsertDocuments refuses it: an unknown kind was streamed an answer.
+            check_enum(
+                e.source_kind, evidence_pb2.SourceKind.DESCRIPTOR, v, f"evidence[{i}].source_kind"
+            )
         if v:
             # A malformed request is the caller's mistake (INVALID_ARGUMENT in
             # grpc_server_handled_total), not a refused token: CandorPassTokenRejected would

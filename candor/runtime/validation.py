@@ -65,6 +65,9 @@ def check_one_line(text: str, v: FieldViolations, field: str) -> None:
 _BIDI_CONTROLS = frozenset("\u202d\u202e")
 
 
+_ID_REFUSED = frozenset({"Cc", "Cf", "Zl", "Zp"})
+
+
 def check_query(query: str, max_chars: int, v: FieldViolations, field: str = "query") -> None:
     if is_blank(query):
         v.add(field, "required and must not be blank")
@@ -77,7 +80,8 @@ def check_document_ids(
 ) -> None:
     """Each id present, within MAX_ID_BYTES and not repeated; ``field`` has a ``{}`` for the
     index (e.g. ``documents[{}].document_id``). ``new`` (an upsert): also not blank or
-    invisible, no control characters and no surrounding whitespace, which a caller cannot
+    invisible, no control, format or line-separator characters and no surrounding whitespace,
+    which a caller cannot
     tell apart in a listing ("\u200b", " a", "x\ny" were accepted); a delete still takes
     any id, so what was stored before can be removed."""
     seen: set[str] = set()
@@ -89,11 +93,14 @@ def check_document_ids(
         elif new and (
             is_blank(doc_id)
             or doc_id != doc_id.strip()
-            or any(unicodedata.category(c) == "Cc" for c in doc_id)
+            # Format characters are invisible (U+200B, a soft hyphen) or reorder what is seen
+            # (U+202E): "a\u00adb" listed as "ab" beside another "ab" (an error-model probe).
+            or any(unicodedata.category(c) in _ID_REFUSED for c in doc_id)
         ):
             v.add(
                 field.format(i),
-                "must be visible text without control characters or surrounding whitespace",
+                "must be visible text without control, format or line-separator characters "
+                "or surrounding whitespace",
             )
         elif doc_id in seen:
             v.add(field.format(i), "duplicate in this request")

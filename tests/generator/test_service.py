@@ -502,3 +502,10 @@ async def test_a_malformed_request_is_not_counted_as_a_refused_token() -> None:
     with pytest.raises(Aborted):
         await run(svc, missing)
     assert _rejections(m) == {"TOKEN_MISSING": 1}
+    # An unknown evidence kind, as UpsertDocuments refuses it (it was streamed an answer).
+    unknown = request()
+    unknown.evidence[0].source_kind = 99  # type: ignore[assignment]
+    with pytest.raises(Aborted) as err:
+        await run(svc, unknown)
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "evidence[0].source_kind: unknown value 99" in str(err.value)

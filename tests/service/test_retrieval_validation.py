@@ -129,6 +129,13 @@ CASES: dict[str, tuple[Call, str]] = {
     "an id with a leading space": (_upsert(document_id=" bikes"), "documents[0].document_id"),
     "an id with a newline": (_upsert(document_id="x\ny"), "documents[0].document_id"),
     "an id with a NUL": (_upsert(document_id="a\x00b"), "documents[0].document_id"),
+    "an id with a line separator": (_upsert(document_id="a\u2028b"), "documents[0].document_id"),
+    "an id with a bidi override": (_upsert(document_id="a\u202eb"), "documents[0].document_id"),
+    "an id with a leading zero-width space": (
+        _upsert(document_id="\u200ba"),
+        "documents[0].document_id",
+    ),
+    "an id with a soft hyphen": (_upsert(document_id="a\u00adb"), "documents[0].document_id"),
     "delete id over the byte limit": (_delete(["x" * (MAX_ID_BYTES + 1)]), "document_ids[0]"),
 }
 

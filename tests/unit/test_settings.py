@@ -159,6 +159,17 @@ def test_boolean_env_values(value: str, expected: bool) -> None:
         ({"CANDOR_GATE__SERVER__MAX_CONNECTION_AGE_SECONDS": "0"}, "max_connection_age_seconds"),
         ({"CANDOR_GENERATOR__SERVER__GRACE_SECONDS": "-5"}, r"generator\.server\.grace"),
         ({"CANDOR_GATE__SERVER__MAX_MESSAGE_BYTES": "10"}, "max_message_bytes must be >= 1024"),
+        (
+            {"CANDOR_GATE__MAX_QUERY_CHARS": "5000"},
+            r"gate\.max_query_chars \(5000\) must not exceed retrieval\.max_query_chars \(2000\)",
+        ),
+        (
+            {
+                "CANDOR_GATE__MAX_QUERY_CHARS": "3000",
+                "CANDOR_RETRIEVAL__MAX_QUERY_CHARS": "3000",
+            },
+            r"must not exceed generator\.max_query_chars \(2000\)",
+        ),
     ],
 )
 def test_invalid_env_is_rejected(env: dict[str, str], match: str) -> None:
