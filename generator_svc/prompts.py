@@ -24,7 +24,13 @@ from typing import Any
 import yaml
 
 from candor.text import UNIT, content_terms, units, words, zipf
-from generator_svc.citations import QUOTED, CitationClaim, critical_tokens, normalise
+from generator_svc.citations import (
+    COMMON_ZIPF,
+    QUOTED,
+    CitationClaim,
+    critical_tokens,
+    normalise,
+)
 from generator_svc.llm.base import EvidenceItem, GenerationInput
 
 DEFAULT_TEMPLATES_PATH = Path(__file__).with_name("prompts_default.yaml")
@@ -278,9 +284,6 @@ def _rare(sentence: str, language: str) -> list[str]:
 MAX_CAVEAT_WORDS = 12
 """The caveat in any language is a short sentence; a longer first sentence is checked."""
 MAX_CLARIFY_WORDS = 30
-COMMON_ZIPF = 4.5
-"""A word this common in its language (wordfreq Zipf: "puede", "ist", "peut", "may") carries
-no claim of its own; rarer ones ("refund", "incompleto") do."""
 
 
 def language_of(tag: str, text: str) -> str:
@@ -304,6 +307,7 @@ def caveat_rule(caveat: str, evidence: Sequence[str], language: str = "") -> Cal
     says "puede" is a caveat; "Every refund is instant." beside "refunds" is a claim), is.
     """
     own = normalise(caveat)
+    own_words = set(words(own))
     known = {t for text in evidence for t in content_terms(text)}
 
     def spared(sentence: str) -> bool:
@@ -312,7 +316,13 @@ def caveat_rule(caveat: str, evidence: Sequence[str], language: str = "") -> Cal
         bare = normalise(sentence)
         if len(units(bare)) > MAX_CAVEAT_WORDS or critical_tokens(bare):
             return False
-        return not any(known.intersection(content_terms(w)) for w in _rare(sentence, language))
+        rare = _rare(sentence, language)
+        if language_of(language, sentence) == "en" and not own_words.issuperset(rare):
+            # In the caveat's own language a rare word it lacks is a claim: "Passkeys work
+            # too." passed as the caveat (an answer-path probe). Other languages' caveats are
+            # translations, so there only rare words the evidence holds are claims.
+            return False
+        return not any(known.intersection(content_terms(w)) for w in rare)
 
     return spared
 

@@ -298,6 +298,10 @@ def test_only_the_caveat_is_spared_at_the_head_of_an_uncertain_answer() -> None:
         "Two-factor authentication can be bypassed with the backup code 0000.",
         "Refunds are never paid back.",
         "Every refund is instant.",  # borrows the evidence's words
+        # In English a rare word the caveat lacks is a claim, borrowed or not (answer-path
+        # probe: both passed as the caveat, verified).
+        "Passkeys work too.",
+        "Hackers rarely bypass it.",
     ):
         assert uncited_sentences(claim + cited, spare) == [claim], claim
         native = f"{claim} You can void an unused label within 30 days of buying it."
