@@ -747,8 +747,14 @@ class GateServicer(pb_grpc.GateServiceServicer):
                 extra={"code": exc.code().name, "cause": cause, "details": exc.details()},
             )
             code = _DOWNSTREAM_STATUS.get(exc.code(), exc.code())
-            # The caller gets the generator's reason, not its text: transport errors name
-            # internal addresses. The log line above has the details.
+            if (
+                exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+                and timeout >= self._s.generation_timeout_seconds
+            ):
+                # The gate's own gate.generation_timeout_seconds ran out, not the caller's
+                # deadline: a slow generator is an outage to the caller, as a slow retrieval
+                # is (an answer-path probe: a caller with 30 s left was told its deadline).
+                code = grpc.StatusCode.UNAVAILABLE
             await abort_info(
                 context,
                 code,

@@ -75,3 +75,22 @@ def test_a_generator_refusing_the_gates_own_token_is_internal_not_permission_den
     assert info is not None and info.reason == "GENERATION_FAILED"
     assert info.metadata["generator_reason"] == "TOKEN_SIGNATURE"
     assert "127.0.0.1" not in (error.details() or "")
+
+
+def test_the_gates_own_generation_timeout_is_unavailable_not_the_callers_deadline(
+    tmp_path: Path,
+) -> None:
+    # The caller had 30 s; the gate's 1 s generation timeout cut the answer off. It was
+    # reported DEADLINE_EXCEEDED, which tells a caller its own deadline was too short.
+    with fake_llm(lambda body: 5.0) as llm:  # stalls past the gate's timeout
+        env = stack_env(
+            str(tmp_path / "data"),
+            CANDOR_GENERATOR__BACKEND="openai_compat",
+            CANDOR_GENERATOR__OPENAI_COMPAT__BASE_URL=llm.base_url,
+            CANDOR_GENERATOR__OPENAI_COMPAT__MODEL="small",
+            CANDOR_GATE__GENERATION_TIMEOUT_SECONDS="1",
+        )
+        error = _generation_error(env, "the Ask succeeded against a stalled LLM")
+    assert error.code() == grpc.StatusCode.UNAVAILABLE
+    info = error_info_of(error)
+    assert info is not None and info.reason == "GENERATION_FAILED"
