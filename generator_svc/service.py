@@ -239,7 +239,12 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
             self._m.llm_outcomes.labels(name, exc.reason.lower()).inc()
             log.warning(
                 "LLM backend failed",
-                extra={"backend": name, "reason": exc.reason, "status": exc.status},
+                extra={
+                    "backend": name,
+                    "reason": exc.reason,
+                    "status": exc.status,
+                    "upstream": exc.upstream,
+                },
             )
             metadata = {"backend": name} | ({"http_status": str(exc.status)} if exc.status else {})
             await abort_info(

@@ -61,10 +61,14 @@ class BackendError(Exception):
     ``UPSTREAM_ERROR`` (the model reported an error inside the stream).
     """
 
-    def __init__(self, reason: str, message: str, *, status: int | None = None) -> None:
+    def __init__(
+        self, reason: str, message: str, *, status: int | None = None, upstream: str = ""
+    ) -> None:
         super().__init__(message)
         self.reason = reason
         self.status = status
+        self.upstream = upstream
+        """What the LLM endpoint said (its error body, cut): for the log, not for callers."""
 
 
 class LLMBackend(Protocol):

@@ -57,13 +57,18 @@ class RetryableError(BackendError):
 
 def status_error(status: int, detail: str, headers: Mapping[str, str]) -> BackendError:
     """The BackendError for a non-2xx answer to the request that opens a stream."""
-    message = f"LLM endpoint answered HTTP {status}" + (f": {detail[:300]}" if detail else "")
+    # The endpoint's body goes to the log only: it may echo the request, a key's prefix or
+    # the provider's internals, and a Generate caller saw up to 300 characters of it.
+    message = f"LLM endpoint answered HTTP {status}"
     if is_retryable_status(status):
         reason = "RATE_LIMITED" if status == 429 else "UPSTREAM_UNAVAILABLE"
-        return RetryableError(
+        error: BackendError = RetryableError(
             reason, message, status=status, retry_after=parse_retry_after(headers)
         )
-    return BackendError("UPSTREAM_REJECTED", message, status=status)
+    else:
+        error = BackendError("UPSTREAM_REJECTED", message, status=status)
+    error.upstream = detail[:300]
+    return error
 
 
 async def open_with_retries(
@@ -85,7 +90,10 @@ async def open_with_retries(
         except RetryableError as exc:
             if attempt >= policy.max_retries:
                 raise BackendError(
-                    exc.reason, f"{exc} (gave up after {attempt + 1} attempts)", status=exc.status
+                    exc.reason,
+                    f"{exc} (gave up after {attempt + 1} attempts)",
+                    status=exc.status,
+                    upstream=exc.upstream,
                 ) from exc
             delay = policy.delay(attempt, exc.retry_after, rng)
             if deadline is not None and time.monotonic() + delay >= deadline:
@@ -93,6 +101,7 @@ async def open_with_retries(
                     exc.reason,
                     f"{exc} (no retry: the next would start after the caller's deadline)",
                     status=exc.status,
+                    upstream=exc.upstream,
                 ) from exc
             log.warning(
                 "LLM request failed, retrying",
