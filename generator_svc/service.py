@@ -318,6 +318,11 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
                 "tenant": claims.tenant,
                 "verified": passed,
                 "citations": len(checks),
+                # Why not, when not: the log said verified false and nothing more (a probe).
+                "verification_detail": "" if passed else detail,
+                "failed_citations": [
+                    f"{c.chunk_id}: {c.failure}" for c in checks if not c.verified
+                ],
                 "input_tokens": draft.input_tokens,
                 "output_tokens": draft.output_tokens,
             },

@@ -217,15 +217,24 @@ async def test_evidence_over_the_budget_is_trimmed_lowest_ranked_first_and_repor
     assert m.trimmed._value.get() == 1
 
 
-async def test_a_citation_of_evidence_the_budget_trimmed_fails_and_says_so() -> None:
+async def test_a_citation_of_evidence_the_budget_trimmed_fails_and_says_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     filler = EvidenceItem("b#1", "B", " ".join(["word"] * 100))
     cites_trimmed = Draft(f"{SENTENCE} [2]", (CitationClaim(TIMING.chunk_id, SENTENCE),), 10, 9)
     svc, _ = servicer(ScriptedBackend(cites_trimmed), context_budget_tokens=150)
-    final = (await run(svc, request((filler, TIMING))))[-1].final
+    with caplog.at_level("INFO"):
+        final = (await run(svc, request((filler, TIMING))))[-1].final
     assert list(final.trimmed_chunk_ids) == [TIMING.chunk_id]
     assert not final.verification.passed
     (failed,) = final.verification.failed_citations
     assert failed.failure == "cites evidence trimmed from the model's context"
+    # The log says why, as the reply does (it said "verified": false and nothing more).
+    [line] = [r for r in caplog.records if r.getMessage() == "answer generated"]
+    assert line.verification_detail == "1 citation(s) did not hold"  # type: ignore[attr-defined]
+    assert line.failed_citations == [  # type: ignore[attr-defined]
+        f"{TIMING.chunk_id}: cites evidence trimmed from the model's context"
+    ]
 
 
 async def test_a_top_chunk_cut_to_fit_the_budget_is_reported() -> None:
