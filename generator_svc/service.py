@@ -19,7 +19,7 @@ from candor.generator.v1 import generator_pb2 as pb
 from candor.generator.v1 import generator_pb2_grpc as pb_grpc
 from candor.runtime.auth import Authenticator
 from candor.runtime.errors import FieldViolations, abort_info, abort_invalid
-from candor.runtime.metrics import ServiceMetrics
+from candor.runtime.metrics import DEADLINE_SLACK_SECONDS, ServiceMetrics
 from candor.runtime.server import ServiceSpec
 from candor.runtime.validation import check_enum, check_language, check_query
 from candor.secrets import read_secret
@@ -97,7 +97,8 @@ class GeneratorMetrics:
         )
         self.llm_outcomes = Counter(
             "candor_generator_llm_outcomes_total",
-            "How LLM calls ended: ok, cancelled, or the BackendError reason (lower case).",
+            "How LLM calls ended: ok, deadline (the caller's ran out), cancelled, or the "
+            "BackendError reason (lower case).",
             ["backend", "outcome"],
             registry=metrics.registry,
         )
@@ -257,7 +258,12 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
         except (asyncio.CancelledError, GeneratorExit):
             # A client cancel reaches a handler waiting at its yield as GeneratorExit (the
             # stream is closed), one waiting on the backend as CancelledError.
-            self._m.llm_outcomes.labels(name, "cancelled").inc()
+            # Apart: deadlines cut short say the LLM is slow for its callers; cancels do not.
+            left = context.time_remaining()
+            ended = (
+                "deadline" if left is not None and left <= DEADLINE_SLACK_SECONDS else "cancelled"
+            )
+            self._m.llm_outcomes.labels(name, ended).inc()
             raise
         if draft is None:
             self._m.llm_outcomes.labels(name, "no_result").inc()

@@ -336,6 +336,13 @@ async def test_closing_the_rpc_mid_answer_closes_the_backend_stream() -> None:
     await stream.aclose()  # type: ignore[attr-defined]
     assert backend.closed
     assert outcome(m, "scripted", "cancelled") == 1
+    # The same end with the caller's deadline spent is counted apart: the LLM was too slow.
+    backend = ScriptedBackend("You can", hang=True)
+    svc, m = servicer(backend)
+    stream = svc.Generate(request(), FakeContext(remaining=0.0))  # type: ignore[arg-type]
+    await stream.__anext__()
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert (outcome(m, "scripted", "deadline"), outcome(m, "scripted", "cancelled")) == (1, 0)
 
 
 async def test_cancelling_the_rpc_closes_the_openai_http_stream() -> None:
