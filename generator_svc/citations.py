@@ -144,10 +144,10 @@ _ANAPHORS = frozenset(
     ]
 )
 _NEGATING_PREFIXES = ("un", "in", "im", "ir", "il", "dis", "non", "non-")
-#: A leading "Yes," agrees with what the quote says and is not checked. A leading "No," is: it
-#: is a negation the quote's sentence must state ('No, "SMS codes expire after 10 minutes"'
-#: contradicted its own quote and passed as verified, an answer-path probe).
-_YES = re.compile(r"^yes\b[\s,.!:;-]*")
+#: A leading "Yes," or "No," answers the question and is not checked: whether a "No," agrees
+#: with its quote depends on the question, which this check does not read ('No, "SMS codes
+#: expire after 10 minutes"' verifies; README: a known gap).
+_YES_NO = re.compile(r"^(?:yes|no)\b[\s,.!:;-]*")
 COMMON_ZIPF = 4.5
 """A word this common (wordfreq Zipf: "usually", "according", "centre") carries no claim of
 its own; a rarer one ("premium", "bypass", "rarely") does."""
@@ -415,14 +415,14 @@ def claim_holds(
     business days'" does not hold by "Most refunds complete within 5 business days", where
     Kestrel's are 21) and no opposite of its words ("turn on" for "turn off"). Words the chunk
     does not hold at all are the answer's framing. ``others``: other evidence the same
-    sentence cites, which may hold the rest of it. A leading "Yes," answers the question and
-    is not checked; a leading "No," must be stated by the quote's sentence. Otherwise the
+    sentence cites, which may hold the rest of it. A leading "Yes," or "No," answers the
+    question and is not checked. Otherwise the
     whole sentence must hold as a quote, so "codes never expire, as 'codes expire'" fails.
     ``lead_in``: the line a list item completes; its words are checked as the rest of the
     item's sentence.
     """
     q, s = normalise(quote), normalise(source)
-    c = _YES.sub("", normalise(claim)) or normalise(claim)
+    c = _YES_NO.sub("", normalise(claim)) or normalise(claim)
     places = _occurrences(q, s) if q else []
     if not places:
         return "quote not found in the cited evidence"

@@ -296,6 +296,12 @@ def language_of(tag: str, text: str) -> str:
     return str(langid.classify(text)[0])
 
 
+_HEDGES = frozenset(
+    {"incomplete", "partial", "partially", "inaccurate", "uncertain", "outdated", "limited"}
+)
+"""Rare English words a reworded caveat may hold ("This may be partial.")."""
+
+
 def caveat_rule(caveat: str, evidence: Sequence[str], language: str = "") -> Callable[[str], bool]:
     """Whether an UNCERTAIN answer's first sentence may be its caveat, which cites nothing.
 
@@ -307,7 +313,9 @@ def caveat_rule(caveat: str, evidence: Sequence[str], language: str = "") -> Cal
     says "puede" is a caveat; "Every refund is instant." beside "refunds" is a claim), is.
     """
     own = normalise(caveat)
-    own_words = set(words(own))
+    # The caveat's words, and other hedges a model rewords it with, in English; a caveat
+    # configured in another language leaves English answers to the evidence rule alone.
+    hedges = set(words(own)) | _HEDGES if language_of("", caveat) == "en" else None
     known = {t for text in evidence for t in content_terms(text)}
 
     def spared(sentence: str) -> bool:
@@ -317,7 +325,7 @@ def caveat_rule(caveat: str, evidence: Sequence[str], language: str = "") -> Cal
         if len(units(bare)) > MAX_CAVEAT_WORDS or critical_tokens(bare):
             return False
         rare = _rare(sentence, language)
-        if language_of(language, sentence) == "en" and not own_words.issuperset(rare):
+        if hedges is not None and language_of(language, sentence) == "en" and set(rare) - hedges:
             # In the caveat's own language a rare word it lacks is a claim: "Passkeys work
             # too." passed as the caveat (an answer-path probe). Other languages' caveats are
             # translations, so there only rare words the evidence holds are claims.

@@ -75,6 +75,10 @@ FIRST_TOKEN_BUCKETS = (
 )
 
 
+_LOGGED_DETAIL_CHARS = 160
+"""How much of a verification reason the answer log keeps: reasons can quote the answer."""
+
+
 class GeneratorMetrics:
     def __init__(self, metrics: ServiceMetrics) -> None:
         self.llm_calls = Counter(
@@ -325,9 +329,12 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
                 "verified": passed,
                 "citations": len(checks),
                 # Why not, when not: the log said verified false and nothing more (a probe).
-                "verification_detail": "" if passed else detail,
+                # Cut short: a reason can quote the answer's own sentences.
+                "verification_detail": "" if passed else detail[:_LOGGED_DETAIL_CHARS],
                 "failed_citations": [
-                    f"{c.chunk_id}: {c.failure}" for c in checks if not c.verified
+                    f"{c.chunk_id}: {c.failure[:_LOGGED_DETAIL_CHARS]}"
+                    for c in checks
+                    if not c.verified
                 ],
                 "input_tokens": draft.input_tokens,
                 "output_tokens": draft.output_tokens,

@@ -65,7 +65,10 @@ def check_one_line(text: str, v: FieldViolations, field: str) -> None:
 _BIDI_CONTROLS = frozenset("\u202d\u202e")
 
 
-_ID_REFUSED = frozenset({"Cc", "Cf", "Zl", "Zp"})
+_ID_REFUSED = frozenset({"Cc", "Zl", "Zp"})
+_ID_INVISIBLE = frozenset(
+    "\u00ad\u180e\u200b\u2060\ufeff\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
 
 
 def check_query(query: str, max_chars: int, v: FieldViolations, field: str = "query") -> None:
@@ -80,8 +83,8 @@ def check_document_ids(
 ) -> None:
     """Each id present, within MAX_ID_BYTES and not repeated; ``field`` has a ``{}`` for the
     index (e.g. ``documents[{}].document_id``). ``new`` (an upsert): also not blank or
-    invisible, no control, format or line-separator characters and no surrounding whitespace,
-    which a caller cannot
+    invisible, no control, invisible (U+200B, a soft hyphen), bidi-override or line-separator
+    characters and no surrounding whitespace, which a caller cannot
     tell apart in a listing ("\u200b", " a", "x\ny" were accepted); a delete still takes
     any id, so what was stored before can be removed."""
     seen: set[str] = set()
@@ -93,14 +96,15 @@ def check_document_ids(
         elif new and (
             is_blank(doc_id)
             or doc_id != doc_id.strip()
-            # Format characters are invisible (U+200B, a soft hyphen) or reorder what is seen
-            # (U+202E): "a\u00adb" listed as "ab" beside another "ab" (an error-model probe).
-            or any(unicodedata.category(c) in _ID_REFUSED for c in doc_id)
+            # Invisible (U+200B, a soft hyphen) or reordering (U+202E) characters: "a\u00adb"
+            # listed as "ab" beside another "ab" (an error-model probe). Joiners, direction
+            # marks and tag characters stay: Persian, Sinhala and emoji names need them.
+            or any(c in _ID_INVISIBLE or unicodedata.category(c) in _ID_REFUSED for c in doc_id)
         ):
             v.add(
                 field.format(i),
-                "must be visible text without control, format or line-separator characters "
-                "or surrounding whitespace",
+                "must be visible text without control, invisible, bidi-override or "
+                "line-separator characters or surrounding whitespace",
             )
         elif doc_id in seen:
             v.add(field.format(i), "duplicate in this request")

@@ -282,7 +282,12 @@ def test_a_colon_line_is_a_lead_in_only_before_a_list() -> None:
 def test_only_the_caveat_is_spared_at_the_head_of_an_uncertain_answer() -> None:
     spare = caveat_rule("This may be incomplete.", [VOIDING.text, TIMING.text])
     cited = " You can void an unused label within 30 days of buying it. [1]"
-    for caveat in ("This may be incomplete.", "Esto puede estar incompleto.", "Peut-être partiel."):
+    for caveat in (
+        "This may be incomplete.",
+        "Esto puede estar incompleto.",
+        "Peut-être partiel.",
+        "This may be partial.",  # a reworded English hedge
+    ):
         assert uncited_sentences(caveat + cited, spare) == [], caveat
     # Beside evidence in its own language, a caveat shares its function words, not a claim.
     spanish = caveat_rule(

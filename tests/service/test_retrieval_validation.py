@@ -165,6 +165,24 @@ def test_ids_and_titles_at_the_limits_are_written(stub: pb_grpc.RetrievalService
     assert [r.outcome for r in reply.results] == [pb.DOCUMENT_OUTCOME_DELETED]
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645",  # Persian: a zero-width non-joiner
+        "\u0dc1\u0dca\u200d\u0dbb\u0dd3",  # Sinhala: a zero-width joiner
+        "family-\U0001f468\u200d\U0001f469\u200d\U0001f467",  # an emoji sequence
+        "\u200fשלום",  # a right-to-left mark
+    ],
+)
+def test_ids_whose_script_needs_joiners_or_marks_are_written(
+    stub: pb_grpc.RetrievalServiceStub, name: str
+) -> None:
+    # Refusing every format character refused these names of real files.
+    _upsert(document_id=name)(stub)
+    reply = stub.DeleteDocuments(pb.DeleteDocumentsRequest(tenant=TENANT, document_ids=[name]))
+    assert [r.outcome for r in reply.results] == [pb.DOCUMENT_OUTCOME_DELETED]
+
+
 def test_a_batch_with_hundreds_of_bad_documents_still_gets_its_field_violations(
     stub: pb_grpc.RetrievalServiceStub,
 ) -> None:

@@ -265,15 +265,3 @@ def test_a_claim_that_changes_its_source_does_not_hold(claim: str, source: str) 
 )
 def test_a_claim_its_source_states_holds(claim: str, source: str) -> None:
     assert claim_holds(claim, claim, source) == ""
-
-
-def test_a_leading_no_must_be_stated_by_the_quotes_sentence() -> None:
-    # 'No, "SMS codes expire after 10 minutes"' contradicted its own quote and was verified.
-    expires = "SMS codes expire after 10 minutes. Enter the 6-digit code to confirm."
-    quote = "SMS codes expire after 10 minutes"
-    assert claim_holds(f'No, "{quote}".', quote, expires) != ""
-    assert claim_holds(f'Yes, "{quote}".', quote, expires) == ""
-    kept = "Backup codes do not expire and can each be used once."
-    assert (
-        claim_holds('No, "backup codes do not expire".', "backup codes do not expire", kept) == ""
-    )
