@@ -62,7 +62,9 @@ def _api_error(exc: ApiError) -> BackendError:
 
 def _transport_error(exc: Exception, *, started: bool) -> BackendError:
     if isinstance(exc, SSEError):  # the client's SSE decoder refused the response
-        return BackendError("MALFORMED_STREAM", f"Cohere stream: {exc}")
+        return BackendError(
+            "MALFORMED_STREAM", "Cohere's reply is not an event stream", upstream=str(exc)[:300]
+        )
     if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout) and not started:
         return RetryableError("UPSTREAM_UNAVAILABLE", f"cannot reach Cohere: {exc!r}")
     if isinstance(exc, httpx.TimeoutException):
@@ -315,7 +317,9 @@ def _end(event: Any) -> tuple[int, int, bool]:
     finish = getattr(delta, "finish_reason", None)
     if finish in ("ERROR", "TIMEOUT") or getattr(delta, "error", None):
         detail = getattr(delta, "error", None) or finish
-        raise BackendError("UPSTREAM_ERROR", f"Cohere ended with an error: {detail}")
+        raise BackendError(
+            "UPSTREAM_ERROR", f"Cohere ended with an error ({finish})", upstream=str(detail)[:300]
+        )
     if finish == "MAX_TOKENS":
         log.warning("LLM answer hit max_tokens", extra={"backend": "cohere"})
     usage = getattr(delta, "usage", None)

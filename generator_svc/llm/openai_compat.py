@@ -44,8 +44,11 @@ from generator_svc.prompts import (
 log = logging.getLogger("candor.generator.llm")
 
 
-def _malformed(message: str) -> BackendError:
-    return BackendError("MALFORMED_STREAM", f"malformed chat completion stream: {message}")
+def _malformed(what: str, data: str = "") -> BackendError:
+    """The stream broke its protocol; what it sent (``data``) goes to the log, not the caller."""
+    return BackendError(
+        "MALFORMED_STREAM", f"malformed chat completion stream: {what}", upstream=data[:80]
+    )
 
 
 class OpenAICompatBackend:
@@ -158,7 +161,7 @@ class OpenAICompatBackend:
                 if field in ("event", "id", "retry"):
                     continue
                 if field != "data":
-                    raise _malformed(f"unexpected line {line[:80]!r}")
+                    raise _malformed("an unexpected line", line)
                 data = value.strip()
                 if data == "[DONE]":
                     done = True
@@ -168,7 +171,7 @@ class OpenAICompatBackend:
                     usage = chunk["usage"]
                 for choice in chunk["choices"]:
                     if not isinstance(choice, dict):
-                        raise _malformed(f"a choice that is not an object: {data[:80]!r}")
+                        raise _malformed("a choice that is not an object", data)
                     finish = choice.get("finish_reason") or finish
                     delta = choice.get("delta") or {}
                     text = delta.get("content") if isinstance(delta, dict) else None
@@ -215,15 +218,17 @@ class OpenAICompatBackend:
         try:
             chunk = json.loads(data)
         except json.JSONDecodeError as exc:
-            raise _malformed(f"data is not JSON: {data[:80]!r}") from exc
+            raise _malformed("data is not JSON", data) from exc
         if not isinstance(chunk, dict):
-            raise _malformed(f"data is not an object: {data[:80]!r}")
+            raise _malformed("data is not an object", data)
         if "error" in chunk:
             error = chunk["error"]
             message = error.get("message", error) if isinstance(error, dict) else error
-            raise BackendError("UPSTREAM_ERROR", f"the LLM endpoint reported: {message}")
+            raise BackendError(
+                "UPSTREAM_ERROR", "the LLM endpoint reported an error", upstream=str(message)[:300]
+            )
         if not isinstance(chunk.get("choices"), list):
-            raise _malformed(f"chunk without a choices list: {data[:80]!r}")
+            raise _malformed("a chunk without a choices list", data)
         return chunk
 
     @staticmethod

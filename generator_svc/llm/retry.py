@@ -109,6 +109,7 @@ async def open_with_retries(
                     "backend": backend,
                     "reason": exc.reason,
                     "status": exc.status,
+                    "upstream": exc.upstream,
                     "attempt": attempt + 1,
                     "delay_seconds": round(delay, 3),
                 },
