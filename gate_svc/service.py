@@ -27,7 +27,7 @@ from candor.runtime.auth import Authenticator, forwarded_metadata
 from candor.runtime.deadline import DeadlineExhausted, caller_bound, downstream_timeout
 from candor.runtime.errors import FieldViolations, abort_info, abort_invalid, error_reason_of
 from candor.runtime.message_size import trim_to_fit
-from candor.runtime.metrics import DEADLINE_SLACK_SECONDS, LATENCY_BUCKETS, ServiceMetrics
+from candor.runtime.metrics import LATENCY_BUCKETS, ServiceMetrics, deadline_spent
 from candor.runtime.server import ServiceSpec
 from candor.runtime.validation import check_enum, check_language, check_query, check_tenant
 from candor.settings import ServerSettings, Settings, SettingsError
@@ -747,10 +747,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
                 extra={"code": exc.code().name, "cause": cause, "details": exc.details()},
             )
             code = _DOWNSTREAM_STATUS.get(exc.code(), exc.code())
-            left = context.time_remaining()
-            if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED and (
-                left is None or left > DEADLINE_SLACK_SECONDS
-            ):
+            if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED and not deadline_spent(context):
                 # The caller still has time: the gate's own generation timeout (or the
                 # generator's) ran out, not the caller's deadline. A slow generator is an
                 # outage to the caller, as a slow retrieval is (an answer-path probe: a caller

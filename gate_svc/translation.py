@@ -8,10 +8,10 @@ long) before it reaches a caller. The fallback policy lives in ``gate_svc.refusa
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Final
 
 from candor.chat import MALFORMED_RESPONSE, ChatClient, UpstreamError, clean_reply, client_for
+from candor.lru import LRU
 from candor.settings import TranslationSettings
 from gate_svc.refusal import translation_problem
 
@@ -32,18 +32,13 @@ class RefusalTranslator:
     def __init__(self, chat: ChatClient, *, max_output_tokens: int = 128, cache_size: int = 256):
         self._chat = chat
         self._max_tokens = max_output_tokens
-        self._cache: OrderedDict[tuple[str, str], str] = OrderedDict()
-        self._cache_size = cache_size
+        self._cache: LRU[tuple[str, str], str] = LRU(cache_size)
 
     async def aclose(self) -> None:
         await self._chat.aclose()
 
     def cached(self, message: str, language: str) -> str | None:
-        key = (language, message)
-        found = self._cache.get(key)
-        if found is not None:
-            self._cache.move_to_end(key)
-        return found
+        return self._cache.get((language, message))
 
     def messages(self, message: str, language: str) -> list[dict[str, str]]:
         return [
@@ -63,10 +58,7 @@ class RefusalTranslator:
             raise UpstreamError(MALFORMED_RESPONSE, f"unusable translation: {reply[:120]!r}")
         if why := translation_problem(text, message, language):
             raise UpstreamError(MALFORMED_RESPONSE, f"unusable translation ({why}): {text[:120]!r}")
-        if self._cache_size > 0:
-            self._cache[(language, message)] = text
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+        self._cache.put((language, message), text)
         return text
 
 

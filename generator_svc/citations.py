@@ -416,10 +416,9 @@ def claim_holds(
     Kestrel's are 21) and no opposite of its words ("turn on" for "turn off"). Words the chunk
     does not hold at all are the answer's framing. ``others``: other evidence the same
     sentence cites, which may hold the rest of it. A leading "Yes," or "No," answers the
-    question and is not checked. Otherwise the
-    whole sentence must hold as a quote, so "codes never expire, as 'codes expire'" fails.
-    ``lead_in``: the line a list item completes; its words are checked as the rest of the
-    item's sentence.
+    question and is not checked. Otherwise the whole sentence must hold as a quote, so "codes
+    never expire, as 'codes expire'" fails. ``lead_in``: the line a list item completes; its
+    words are checked as the rest of the item's sentence.
     """
     q, s = normalise(quote), normalise(source)
     c = _YES_NO.sub("", normalise(claim)) or normalise(claim)

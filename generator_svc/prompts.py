@@ -18,6 +18,7 @@ import re
 import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -302,6 +303,12 @@ _HEDGES = frozenset(
 """Rare English words a reworded caveat may hold ("This may be partial.")."""
 
 
+@lru_cache(maxsize=16)
+def _english(text: str) -> bool:
+    """Whether the configured ``text`` reads as English: asked once, not at every answer."""
+    return language_of("", text) == "en"
+
+
 def caveat_rule(caveat: str, evidence: Sequence[str], language: str = "") -> Callable[[str], bool]:
     """Whether an UNCERTAIN answer's first sentence may be its caveat, which cites nothing.
 
@@ -315,7 +322,7 @@ def caveat_rule(caveat: str, evidence: Sequence[str], language: str = "") -> Cal
     own = normalise(caveat)
     # The caveat's words, and other hedges a model rewords it with, in English; a caveat
     # configured in another language leaves English answers to the evidence rule alone.
-    hedges = set(words(own)) | _HEDGES if language_of("", caveat) == "en" else None
+    hedges = set(words(own)) | _HEDGES if _english(caveat) else None
     known = {t for text in evidence for t in content_terms(text)}
 
     def spared(sentence: str) -> bool:

@@ -19,7 +19,7 @@ from candor.generator.v1 import generator_pb2 as pb
 from candor.generator.v1 import generator_pb2_grpc as pb_grpc
 from candor.runtime.auth import Authenticator
 from candor.runtime.errors import FieldViolations, abort_info, abort_invalid
-from candor.runtime.metrics import DEADLINE_SLACK_SECONDS, ServiceMetrics
+from candor.runtime.metrics import ServiceMetrics, deadline_spent
 from candor.runtime.server import ServiceSpec
 from candor.runtime.validation import check_enum, check_language, check_query
 from candor.secrets import read_secret
@@ -263,10 +263,7 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
             # A client cancel reaches a handler waiting at its yield as GeneratorExit (the
             # stream is closed), one waiting on the backend as CancelledError.
             # Apart: deadlines cut short say the LLM is slow for its callers; cancels do not.
-            left = context.time_remaining()
-            ended = (
-                "deadline" if left is not None and left <= DEADLINE_SLACK_SECONDS else "cancelled"
-            )
+            ended = "deadline" if deadline_spent(context) else "cancelled"
             self._m.llm_outcomes.labels(name, ended).inc()
             raise
         if draft is None:

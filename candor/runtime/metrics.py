@@ -90,8 +90,7 @@ def code_of(context: grpc.aio.ServicerContext, error: BaseException | None) -> g
         and not isinstance(error, grpc.aio.AbortError)
         and _caller_left(context)
     ):
-        spent = _deadline_spent(context)
-        return grpc.StatusCode.DEADLINE_EXCEEDED if spent else grpc.StatusCode.CANCELLED
+        return _left_with(context)
     code = context.code()
     if isinstance(code, grpc.StatusCode):
         return code
@@ -103,8 +102,7 @@ def code_of(context: grpc.aio.ServicerContext, error: BaseException | None) -> g
         if _caller_left(context):
             # Its reply reached nobody: the caller already saw its deadline or its cancel. A
             # cold gate's Evaluate under a 50 ms deadline was counted OK (an error-model probe).
-            spent = _deadline_spent(context)
-            return grpc.StatusCode.DEADLINE_EXCEEDED if spent else grpc.StatusCode.CANCELLED
+            return _left_with(context)
         return grpc.StatusCode.OK
     return grpc.StatusCode.UNKNOWN
 
@@ -287,7 +285,7 @@ async def _abort_unexpected(
     # comes with a few milliseconds still on this side's clock: each such call logged an
     # ERROR with a traceback (3 in 2,000 calls with 3-15 ms deadlines, an outside probe). Only
     # then: a downstream's AioRpcError or a UsageError from a servicer bug is a bug's.
-    if _caller_left(context) or (_grpc_own(error) and _deadline_spent(context)):
+    if _caller_left(context) or (_grpc_own(error) and deadline_spent(context)):
         # The caller left (or its deadline passed): nobody gets an abort now, and a second one
         # would fail. grpc's own errors from a send on the dead call are no bug; anything else
         # may be one, raised on the way out of a cancelled call (an abort on it, a stream
@@ -331,9 +329,17 @@ first, so its deadline fires (and it resets the stream) while this side still re
 milliseconds left. Read as a cancel, an upsert that ran out of time queued was CANCELLED."""
 
 
-def _deadline_spent(context: grpc.aio.ServicerContext) -> bool:
+def deadline_spent(context: grpc.aio.ServicerContext) -> bool:
+    """Whether the caller's deadline has passed, or is within DEADLINE_SLACK_SECONDS."""
     remaining = context.time_remaining()
     return remaining is not None and remaining <= DEADLINE_SLACK_SECONDS
+
+
+def _left_with(context: grpc.aio.ServicerContext) -> grpc.StatusCode:
+    """What a caller that went away saw: its deadline, or its own cancel."""
+    return (
+        grpc.StatusCode.DEADLINE_EXCEEDED if deadline_spent(context) else grpc.StatusCode.CANCELLED
+    )
 
 
 def _caller_left(context: grpc.aio.ServicerContext) -> bool:
@@ -345,12 +351,7 @@ def _caller_left(context: grpc.aio.ServicerContext) -> bool:
 def _left_early(span: trace.Span, context: grpc.aio.ServicerContext) -> None:
     """The call is over and its stream never finished: the caller went away (a cancel, a
     passed deadline, or a write that found it gone)."""
-    record_call_status(
-        grpc.StatusCode.DEADLINE_EXCEEDED
-        if _deadline_spent(context)
-        else grpc.StatusCode.CANCELLED,
-        span,
-    )
+    record_call_status(_left_with(context), span)
 
 
 def _finished(m: ServiceMetrics, labels: tuple[str, str, str], code: grpc.StatusCode) -> None:

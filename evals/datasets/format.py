@@ -375,6 +375,7 @@ def load_dataset(directory: Path | str, *, partial_split: bool = False) -> Datas
     problems: list[str] = []
     unread: list[Path] = []
     corpus = _read_corpus(root / CORPUS_FILE, problems, unread)
+    corpus_rows_in_error = bool(problems)
     questions = _read_questions(root / QUESTIONS_FILE, problems)
     if not questions and (root / QUESTIONS_FILE).exists():
         problems.append(f"{root / QUESTIONS_FILE}: no questions")
@@ -392,8 +393,9 @@ def load_dataset(directory: Path | str, *, partial_split: bool = False) -> Datas
     tenant_of = {p.id: p.tenant for p, _ in corpus}
     # A corpus file that could not be read would make every gold id "missing" too, and so
     # would a passage whose own row is in error (a `txt` typo): that row is reported already.
+    # Only then is the file read again, for the ids of its rows in error.
     corpus_read = not unread
-    in_file = _ids_in_file(root / CORPUS_FILE) if corpus_read else set()
+    in_file = _ids_in_file(root / CORPUS_FILE) if corpus_read and corpus_rows_in_error else set()
     for q, where in questions:
         missing = [g for g in q.gold_ids if g not in tenant_of and g not in in_file]
         if missing and corpus_read:

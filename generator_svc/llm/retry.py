@@ -50,8 +50,9 @@ class RetryableError(BackendError):
         *,
         status: int | None = None,
         retry_after: float | None = None,
+        upstream: str = "",
     ) -> None:
-        super().__init__(reason, message, status=status)
+        super().__init__(reason, message, status=status, upstream=upstream)
         self.retry_after = retry_after
 
 
@@ -62,13 +63,14 @@ def status_error(status: int, detail: str, headers: Mapping[str, str]) -> Backen
     message = f"LLM endpoint answered HTTP {status}"
     if is_retryable_status(status):
         reason = "RATE_LIMITED" if status == 429 else "UPSTREAM_UNAVAILABLE"
-        error: BackendError = RetryableError(
-            reason, message, status=status, retry_after=parse_retry_after(headers)
+        return RetryableError(
+            reason,
+            message,
+            status=status,
+            retry_after=parse_retry_after(headers),
+            upstream=detail[:300],
         )
-    else:
-        error = BackendError("UPSTREAM_REJECTED", message, status=status)
-    error.upstream = detail[:300]
-    return error
+    return BackendError("UPSTREAM_REJECTED", message, status=status, upstream=detail[:300])
 
 
 async def open_with_retries(

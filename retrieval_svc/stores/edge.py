@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from qdrant_edge import (
     UpdateOperation,
 )
 
+from candor.lru import LRU
 from retrieval_svc.stores.base import Chunk, Hit, StoredChunk
 from retrieval_svc.stores.data_dir import check_free_space
 
@@ -67,7 +67,7 @@ class EdgeDenseStore:
         # Whether a search filter keeps every point, as of a write count (_matches_every_point).
         self._writes = 0
         self._last_write = float("-inf")
-        self._matches_all: OrderedDict[tuple[str, bool], tuple[int, bool]] = OrderedDict()
+        self._matches_all: LRU[tuple[str, bool], tuple[int, bool]] = LRU(MAX_FILTER_VERDICTS)
         # Without payload indexes every tenant filter, publish and delete scans all points,
         # which makes ingest quadratic in the collection size.
         info = self._shard.info()
@@ -181,19 +181,15 @@ class EdgeDenseStore:
         key = (tenant, include_unpublished)
         known = self._matches_all.get(key)
         if known is not None and known[0] == self._writes:
-            self._matches_all.move_to_end(key)
             return known[1]
         if time.monotonic() - self._last_write < QUIET_SECONDS:
             return False  # mid-ingest: filter rather than count after every batch
         total = int(self._shard.count(CountRequest(exact=True)))
         kept = int(self._shard.count(CountRequest(filter=Filter(must=must), exact=True)))
         matches = total > 0 and kept == total
-        self._matches_all[key] = (self._writes, matches)
-        self._matches_all.move_to_end(key)
-        if len(self._matches_all) > MAX_FILTER_VERDICTS:
-            # One entry per tenant string ever searched (an operator key may search any) grew
-            # without bound: the least recently counted goes.
-            self._matches_all.popitem(last=False)
+        # Bounded: one entry per tenant string ever searched (an operator key may search
+        # any) grew without bound.
+        self._matches_all.put(key, (self._writes, matches))
         return matches
 
     def _wrote(self) -> None:

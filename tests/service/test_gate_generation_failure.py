@@ -40,16 +40,23 @@ def _generation_error(env: dict[str, str], why: str) -> grpc.RpcError:
         stack.stop()
 
 
+def _llm_env(tmp_path: Path, base_url: str, **extra: str) -> dict[str, str]:
+    """A stack whose generator answers with the OpenAI-compatible LLM at ``base_url``."""
+    return stack_env(
+        str(tmp_path / "data"),
+        CANDOR_GENERATOR__BACKEND="openai_compat",
+        CANDOR_GENERATOR__OPENAI_COMPAT__BASE_URL=base_url,
+        CANDOR_GENERATOR__OPENAI_COMPAT__MODEL="small",
+        **extra,
+    )
+
+
 def test_a_rejected_llm_request_is_internal_with_the_generators_reason(tmp_path: Path) -> None:
     rejected = httpx.Response(401, json={"error": {"message": "invalid api key"}})
     with fake_llm(lambda body: rejected) as llm:
-        env = stack_env(
-            str(tmp_path / "data"),
-            CANDOR_GENERATOR__BACKEND="openai_compat",
-            CANDOR_GENERATOR__OPENAI_COMPAT__BASE_URL=llm.base_url,
-            CANDOR_GENERATOR__OPENAI_COMPAT__MODEL="small",
+        error = _generation_error(
+            _llm_env(tmp_path, llm.base_url), "the Ask succeeded against a rejecting LLM"
         )
-        error = _generation_error(env, "the Ask succeeded against a rejecting LLM")
     assert error.code() == grpc.StatusCode.INTERNAL
     info = error_info_of(error)
     assert info is not None and info.reason == "GENERATION_FAILED"
@@ -83,13 +90,7 @@ def test_the_gates_own_generation_timeout_is_unavailable_not_the_callers_deadlin
     # The caller had 30 s; the gate's 1 s generation timeout cut the answer off. It was
     # reported DEADLINE_EXCEEDED, which tells a caller its own deadline was too short.
     with fake_llm(lambda body: 5.0) as llm:  # stalls past the gate's timeout
-        env = stack_env(
-            str(tmp_path / "data"),
-            CANDOR_GENERATOR__BACKEND="openai_compat",
-            CANDOR_GENERATOR__OPENAI_COMPAT__BASE_URL=llm.base_url,
-            CANDOR_GENERATOR__OPENAI_COMPAT__MODEL="small",
-            CANDOR_GATE__GENERATION_TIMEOUT_SECONDS="1",
-        )
+        env = _llm_env(tmp_path, llm.base_url, CANDOR_GATE__GENERATION_TIMEOUT_SECONDS="1")
         error = _generation_error(env, "the Ask succeeded against a stalled LLM")
     assert error.code() == grpc.StatusCode.UNAVAILABLE
     info = error_info_of(error)

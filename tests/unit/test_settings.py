@@ -187,6 +187,14 @@ def test_invalid_env_is_rejected(env: dict[str, str], match: str) -> None:
         ("- a\n- b\n", "top level must be a mapping"),
         ("retrieval: [\n", "cannot read settings file"),
         ("auth: {keys: [{name: a, sha256: abc, tenants: [t]}]}\n", "64 hex"),
+        # Read as text, a null host list was a list of one host named "null".
+        ("retrieval: {opensearch: {hosts: null}}\n", r"no value \(null or empty\)"),
+        ("retrieval: {opensearch: {hosts: [a, ~]}}\n", r"hosts\[1\]: no value"),
+        ("retrieval: {top_k:}\n", r"no value \(null or empty\)"),
+        # A null key beside an unknown one was a TypeError (None sorted among names).
+        ("null: 1\nfoo: 2\n", r"unknown settings \['None', 'foo'\]"),
+        ("data_dir: x\nretrieval:\n", "settings.retrieval: expected a mapping"),
+        ("retrieval: {top_k: 7.5}\n", "expected int"),
     ],
 )
 def test_invalid_yaml_is_rejected(tmp_path: Path, text: str, match: str) -> None:
@@ -361,24 +369,6 @@ def test_a_rotation_lists_the_new_key_beside_the_old_under_one_name(tmp_path: Pa
         f"    - {{name: billing, sha256: {'b' * 64}, tenants: [acme]}}\n",
     )
     assert [k.name for k in load_settings(path, env={}).auth.keys] == ["billing", "billing"]
-
-
-@pytest.mark.parametrize(
-    ("text", "match"),
-    [
-        # Read as text, a null host list was a list of one host named "null".
-        ("retrieval: {opensearch: {hosts: null}}\n", r"no value \(null or empty\)"),
-        ("retrieval: {opensearch: {hosts: [a, ~]}}\n", r"hosts\[1\]: no value"),
-        ("retrieval: {top_k:}\n", r"no value \(null or empty\)"),
-        # A null key beside an unknown one was a TypeError (None sorted among names).
-        ("null: 1\nfoo: 2\n", r"unknown settings \['None', 'foo'\]"),
-        ("data_dir: x\nretrieval:\n", "settings.retrieval: expected a mapping"),
-        ("retrieval: {top_k: 7.5}\n", "expected int"),
-    ],
-)
-def test_a_setting_without_a_value_is_refused(tmp_path: Path, text: str, match: str) -> None:
-    with pytest.raises(SettingsError, match=match):
-        load_settings(write(tmp_path, text), env={})
 
 
 def test_an_empty_text_setting_is_the_empty_text(tmp_path: Path) -> None:
