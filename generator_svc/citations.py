@@ -148,6 +148,7 @@ _NEGATING_PREFIXES = ("un", "in", "im", "ir", "il", "dis", "non", "non-")
 #: with its quote depends on the question, which this check does not read ('No, "SMS codes
 #: expire after 10 minutes"' verifies; README: a known gap).
 _YES_NO = re.compile(r"^(?:yes|no)\b[\s,.!:;-]*")
+_WORD = re.compile(r"\w+")
 COMMON_ZIPF = 4.5
 """A word this common (wordfreq Zipf: "usually", "according", "centre") carries no claim of
 its own; a rarer one ("premium", "bypass", "rarely") does."""
@@ -375,12 +376,38 @@ def _borrowed(words: Iterable[str], allowed: Collection[str], chunk: Collection[
     ]
 
 
+def _invented(
+    tokens: Iterable[str], chunk: Collection[str], allowed: Collection[str], asked: Collection[str]
+) -> list[str]:
+    """The rare English words of a claim's framing that nothing the model was given holds:
+    neither the chunk, the other evidence the sentence cites, the question nor a title.
+    "Premium customers can skip it, but ..." around a real quote is an invented claim."""
+    words = dict.fromkeys(t.removesuffix("'s") for t in tokens)  # "Parcelio's" is Parcelio
+    return [
+        w
+        for w in words
+        if w not in SCAFFOLD
+        and w not in _CONNECTIVES
+        and not _is_critical(w)
+        and zipf(w) < COMMON_ZIPF
+        and not any(_has_word(stem(w), known) for known in (chunk, allowed, asked))
+    ]
+
+
 def _beyond(
-    claim: str, quotes: Sequence[str], window: str, context: str, source: str, others: str
+    claim: str,
+    quotes: Sequence[str],
+    window: str,
+    context: str,
+    source: str,
+    others: str,
+    asked: Collection[str] | None,
 ) -> str:
     """What ``claim`` says beyond its quotes that their source sentences do not ("" when
     nothing): a number or negation they lack, a word the chunk says about something else,
-    or the opposite of one of their words ("turn on" where they say "turn off")."""
+    the opposite of one of their words ("turn on" where they say "turn off"), or, when
+    ``asked`` is given (stems of the question and titles; English answers only), a rare word
+    nothing the model was given holds."""
     said = _tokens(f"{window} {others}")
     kinds = {_kind(t) for t in said}
     if missing := [t for t in critical_tokens(claim) if _kind(t) not in kinds]:
@@ -390,8 +417,11 @@ def _beyond(
         rest = rest.replace(quote, " ")
     rest_tokens = _tokens(rest)
     allowed = set(_stems([*said, *_tokens(context)]))
-    if borrowed := _borrowed(_stems(rest_tokens), allowed, set(_stems(_tokens(source)))):
+    chunk = set(_stems(_tokens(source)))
+    if borrowed := _borrowed(_stems(rest_tokens), allowed, chunk):
         return f"the sentence says {', '.join(borrowed)} where its quote's sentence does not"
+    if asked is not None and (invented := _invented(rest_tokens, chunk, allowed, asked)):
+        return f"the sentence says {', '.join(invented)}, which its evidence does not"
     said_set = set(said)
     if flipped := [
         t
@@ -403,7 +433,12 @@ def _beyond(
 
 
 def claim_holds(
-    claim: str, quote: str, source: str, others: Sequence[str] = (), lead_in: str = ""
+    claim: str,
+    quote: str,
+    source: str,
+    others: Sequence[str] = (),
+    lead_in: str = "",
+    asked: Collection[str] | None = None,
 ) -> str:
     """Why a cited sentence does not hold against ``source`` ("" when it does).
 
@@ -418,7 +453,8 @@ def claim_holds(
     sentence cites, which may hold the rest of it. A leading "Yes," or "No," answers the
     question and is not checked. Otherwise the whole sentence must hold as a quote, so "codes
     never expire, as 'codes expire'" fails. ``lead_in``: the line a list item completes; its
-    words are checked as the rest of the item's sentence.
+    words are checked as the rest of the item's sentence. ``asked``: see :func:`framing`;
+    None leaves words the chunk does not hold unchecked (the answer's framing).
     """
     q, s = normalise(quote), normalise(source)
     c = _YES_NO.sub("", normalise(claim)) or normalise(claim)
@@ -450,7 +486,7 @@ def claim_holds(
         if dropped := sorted(_beside(s, lo, hi, start, end) - {_kind(t) for t in _tokens(c)}):
             why = f"the evidence says {', '.join(dropped)} beside the quoted words"
         elif quoted:
-            why = _beyond(c, quotes, s[lo:hi], _context(spans, s, lo, heading), s, other)
+            why = _beyond(c, quotes, s[lo:hi], _context(spans, s, lo, heading), s, other, asked)
         else:
             why = ""
         if not why:
@@ -458,15 +494,27 @@ def claim_holds(
     return why
 
 
+def framing(query: str, titles: Iterable[str], evidence: Iterable[str] = ()) -> frozenset[str]:
+    """What an English answer's framing may say besides the chunk it cites, as stems for
+    :func:`verify_citations`: the question's words, the evidence titles' (the prompt shows
+    both) and the names the evidence writes capitalised ("Parcelio", which a section need not
+    repeat)."""
+    names = [w for text in evidence for w in _WORD.findall(text) if w[0].isupper()]
+    return frozenset(_stems(_tokens(normalise(" ".join([query, *titles, *names])))))
+
+
 def verify_citations(
     citations: Sequence[CitationClaim],
     evidence: Mapping[str, str],
     withheld: Collection[str] = (),
+    asked: Collection[str] | None = None,
 ) -> list[CitationCheck]:
     """Check each citation names evidence the model was shown and quotes it faithfully.
 
     ``evidence`` is what the model saw (after the context budget); ``withheld`` names admitted
-    chunks the budget kept from it, so citing one is reported as such.
+    chunks the budget kept from it, so citing one is reported as such. ``asked``
+    (:func:`framing`) also checks the words around a quote that the chunk does not hold: an
+    English answer's rarer words must come from its evidence, the question or a title.
     """
     out = []
     for c in citations:
@@ -492,6 +540,7 @@ def verify_citations(
                 and o.chunk_id in evidence
             ],
             c.lead_in,
+            asked,
         ):
             out.append(CitationCheck(c.chunk_id, c.quote, False, why))
         else:

@@ -30,6 +30,7 @@ from generator_svc.citations import (
     QUOTED,
     CitationClaim,
     critical_tokens,
+    framing,
     normalise,
 )
 from generator_svc.llm.base import EvidenceItem, GenerationInput
@@ -231,7 +232,11 @@ def fit_to_budget(evidence: Sequence[EvidenceItem], budget_tokens: int) -> Budge
 _MARKER = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
 # CJK sentences end at their own full stops, with no space after: a Chinese statement then a
 # question was one sentence, a question, and passed as a clarification.
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])\s*|\n+")
+# Not after a numbered list item's "1." at the start of a line: "1. Go to Shipments. [1]" is one
+# sentence, and its "1." alone read as an uncited number (every numbered answer failed).
+_SENTENCE_BREAK = re.compile(
+    r"(?<=[.!?])(?<!^\d\.)(?<!^\d\d\.)(?<!^\d\d\d\.)\s+|(?<=[。！？；])\s*|\n+", re.M
+)
 _BULLET = re.compile(r"^\s*(?:[-*•+]|\d{1,3}[.)])\s+")
 _EDGE_JUNK = " \t\n.,;:!?)]}*_"
 
@@ -348,8 +353,18 @@ def _says_something(sentence: str) -> bool:
 
 
 def lead_in_of(inp: GenerationInput) -> Callable[[str], bool]:
-    """The lead-in rule for ``inp``'s answer."""
-    return lead_in_rule([e.text for e in inp.evidence], inp.language)
+    """The lead-in rule for ``inp``'s answer: its words may also restate the question or a
+    title ("To void a label in Parcelio, follow these steps:"), as framing words may."""
+    said = [inp.query, *(e.title for e in inp.evidence), *(e.text for e in inp.evidence)]
+    return lead_in_rule(said, inp.language)
+
+
+def framing_of(inp: GenerationInput, answer: str) -> frozenset[str] | None:
+    """What ``answer``'s framing may say besides its evidence (:func:`framing`), or None when it
+    is not English: the rarity of a word is only known for English."""
+    if language_of(inp.language, answer) != "en":
+        return None
+    return framing(inp.query, [e.title for e in inp.evidence], [e.text for e in inp.evidence])
 
 
 def spare_first(inp: GenerationInput) -> Callable[[str], bool] | None:

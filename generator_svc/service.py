@@ -32,7 +32,13 @@ from generator_svc.llm.base import BackendError, Draft, EvidenceItem, Generation
 from generator_svc.llm.extractive import CAVEAT, ExtractiveBackend
 from generator_svc.llm.retry import RetryPolicy
 from generator_svc.options import GeneratorOptions
-from generator_svc.prompts import PromptTemplates, fit_to_budget, language_of, load_templates
+from generator_svc.prompts import (
+    PromptTemplates,
+    fit_to_budget,
+    framing_of,
+    language_of,
+    load_templates,
+)
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["GeneratorService"].full_name
 log = logging.getLogger("candor.generator")
@@ -283,6 +289,7 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
             draft.citations,
             {e.chunk_id: e.text for e in budget.kept},
             withheld=budget.trimmed_chunk_ids,
+            asked=framing_of(inp, draft.text),
         )
         failed = [c for c in checks if not c.verified]
         unverifiable = list(draft.unverifiable)

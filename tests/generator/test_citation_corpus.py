@@ -5,16 +5,10 @@ a second quote of the same chunk), and answers that say what the chunk does not 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from generator_svc.citations import verify_citations
+from evals.citation_corpus import judge, section
 from generator_svc.llm.base import EvidenceItem
-from generator_svc.prompts import parse_marked_citations
-from retrieval_svc.ingest import sections
-
-HELP_CENTRE = Path(__file__).resolve().parents[2] / "samples" / "helpcentre"
 
 R = ("05-refunds-for-unused-labels.md", "Refund time limits")
 RM = ("05-refunds-for-unused-labels.md", "When the money comes back")
@@ -29,6 +23,7 @@ PF = ("02-plans-and-pricing.md", "Free trial")
 T2 = ("23-two-factor-authentication.md", "Methods")
 TB = ("23-two-factor-authentication.md", "Backup codes")
 TT = ("23-two-factor-authentication.md", "Requiring 2FA for your team")
+TS = ("23-two-factor-authentication.md", "Turning on 2FA")
 TL = ("23-two-factor-authentication.md", "Lost your phone and backup codes?")
 CD = ("10-international-shipping-customs.md", "Customs declarations")
 DT = ("10-international-shipping-customs.md", "Duties and taxes")
@@ -39,23 +34,15 @@ ZH = "退款时间\n\n未使用的标签可在购买后30天内作废。大多�
 DE = "Rückerstattungen\n\nDie meisten Rückerstattungen werden innerhalb von 5 Werktagen abgeschlossen. Nicht verwendete Etiketten können innerhalb von 30 Tagen storniert werden."
 
 
-def _chunk(source: tuple[str, str] | str) -> str:
-    """A section as ingest stores it: heading, blank line, text."""
+def _evidence(source: tuple[str, str] | str) -> EvidenceItem:
     if isinstance(source, str):
-        return source
-    name, heading = source
-    for h, body in sections((HELP_CENTRE / name).read_text()):
-        if h == heading:
-            return f"{h}\n\n{body}" if h else body
-    raise KeyError(source)
+        return EvidenceItem("", "", source)
+    return section(*source)
 
 
-def _verified(answer: str, sources: list[tuple[str, str] | str]) -> bool:
-    evidence = [EvidenceItem(f"c{n}", "t", _chunk(s)) for n, s in enumerate(sources, 1)]
-    checks = verify_citations(
-        parse_marked_citations(answer, evidence), {e.chunk_id: e.text for e in evidence}
-    )
-    return bool(checks) and all(c.verified for c in checks)
+def _verified(answer: str, sources: list[tuple[str, str] | str], question: str = "") -> bool:
+    """Verified as the generator verifies it, framing words included for English answers."""
+    return judge(answer, tuple(_evidence(s) for s in sources), question).verified
 
 
 @pytest.mark.parametrize(
@@ -195,8 +182,27 @@ def _verified(answer: str, sources: list[tuple[str, str] | str]) -> bool:
         ),
     ],
 )
-def test_a_faithful_answer_verifies(answer: str, sources: list[tuple[str, str] | str]) -> None:
-    assert _verified(answer, sources)
+def test_a_faithful_answer_verifies(
+    answer: str, sources: list[tuple[str, str] | str], request: pytest.FixtureRequest
+) -> None:
+    assert _verified(answer, sources, ASKED.get(request.node.callspec.id, ""))
+
+
+#: The questions of answers whose framing names what only the question says: Parcelio is in
+#: neither of their sections.
+ASKED = {
+    "F13": "How do I void an unused label in Parcelio?",
+    "F22": "How long is a Parcelio SMS code valid?",
+}
+
+
+def test_a_name_nothing_shown_holds_is_framing_the_model_brought() -> None:
+    """The same faithful answer fails when neither its evidence nor its question names the
+    product: the model had the name from nowhere it was given."""
+    answer = 'Parcelio says "each code is valid for 10 minutes" for SMS codes. [1]'
+    assert _verified(answer, [T2], ASKED["F22"])
+    assert not _verified(answer, [T2], "How long is an SMS code valid?")
+    assert _verified(answer, [T2, TT], "How long is an SMS code valid?")
 
 
 @pytest.mark.parametrize(
@@ -211,6 +217,17 @@ def test_a_faithful_answer_verifies(answer: str, sources: list[tuple[str, str] |
         pytest.param("Yes. [1]", [PA], id="W07"),
         pytest.param('Growth includes "single sign-on (SAML)". [1]', [PI], id="W08"),
         pytest.param('Starter "adds the branded returns portal". [1][2]', [PI, PO], id="W09"),
+        # An invented claim around a real quote (an answer-path probe's cases).
+        pytest.param(
+            'Premium customers can skip it, but everyone else should "enter the 6-digit code to confirm". [1]',
+            [TS],
+            id="W10",
+        ),
+        pytest.param(
+            'Hackers rarely bypass it, because "each code is valid for 10 minutes". [1]',
+            [T2],
+            id="W11",
+        ),
     ],
 )
 def test_an_answer_the_chunk_does_not_support_does_not_verify(

@@ -17,6 +17,7 @@ from generator_svc.prompts import (
     estimate_tokens,
     evidence_tokens,
     fit_to_budget,
+    lead_in_of,
     lead_in_rule,
     load_templates,
     looks_like_clarification,
@@ -232,6 +233,28 @@ def test_list_items_are_claims_without_their_bullets() -> None:
         (VOIDING.chunk_id, "Go to Shipments"),
         (VOIDING.chunk_id, "Click More > Void label"),
     ]
+
+
+def test_a_numbered_item_is_one_sentence_with_its_number() -> None:
+    # "1." was split off as a sentence stating a number, so every numbered answer failed as
+    # citing nothing (a blind answer corpus).
+    text = "1. Go to Shipments and find the label. [1]\n2. Click More > Void label. [1]"
+    assert uncited_sentences(text) == []
+    assert claims(text) == [
+        (VOIDING.chunk_id, "Go to Shipments and find the label"),
+        (VOIDING.chunk_id, "Click More > Void label"),
+    ]
+    assert uncited_sentences("1. Go to Shipments.\n2. Click More. [1]") == ["1. Go to Shipments."]
+    assert uncited_sentences("It costs 2. Refunds are free. [1]") == ["It costs 2."]
+
+
+def test_a_lead_in_may_restate_the_question() -> None:
+    lead_in = "To void a label in Parcelio, follow these steps:"
+    text = f"{lead_in}\n- Go to Shipments. [1]"
+    asked = gen_input(query="How do I void a label in Parcelio?", evidence=(VOIDING,))
+    assert uncited_sentences(text, lead_in=lead_in_of(asked)) == []
+    other = gen_input(query="How do I void a label?", evidence=(VOIDING,))
+    assert uncited_sentences(text, lead_in=lead_in_of(other)) == [lead_in]
 
 
 PLANS = EvidenceItem(

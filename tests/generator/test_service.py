@@ -395,6 +395,31 @@ async def test_openai_compat_answer_end_to_end_through_the_servicer() -> None:
     assert final.backend == "openai_compat"
 
 
+@pytest.mark.parametrize(
+    ("framing", "language", "passed"),
+    [
+        pytest.param("Refunds usually", "en", True, id="common-words"),
+        pytest.param("For unused labels, refunds", "en", True, id="title-and-question-words"),
+        pytest.param("Premium refunds", "en", False, id="invented-audience"),
+        pytest.param("Premium refunds", "", False, id="detected-english"),
+        pytest.param("Premium refunds", "de", True, id="not-english-unchecked"),
+    ],
+)
+async def test_an_english_answers_rare_framing_words_must_come_from_what_it_was_shown(
+    framing: str, language: str, passed: bool
+) -> None:
+    quote = "complete within 5 business days"
+    sentence = f'{framing} "{quote}".'
+    draft = Draft(f"{sentence} [2]", (CitationClaim(TIMING.chunk_id, quote, sentence),), 10, 9)
+    svc, _ = servicer(ScriptedBackend(draft))
+    req = request()
+    req.language = language
+    final = (await run(svc, req))[-1].final
+    assert final.verification.passed is passed
+    if not passed:
+        assert "premium, which its evidence does not" in final.citations[0].failure
+
+
 async def test_groundedness_when_enabled_fails_an_unsupported_sentence() -> None:
     text = f"{SENTENCE} [2] Refunds are also paid in gold coins."
     draft = Draft(text, (CitationClaim(TIMING.chunk_id, SENTENCE),), 10, 9)

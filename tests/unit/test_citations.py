@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from candor.text import stem
 from generator_svc.citations import (
     CitationClaim,
     claim_holds,
+    framing,
     normalise,
     quote_holds,
     verify_citations,
@@ -265,3 +267,37 @@ def test_a_claim_that_changes_its_source_does_not_hold(claim: str, source: str) 
 )
 def test_a_claim_its_source_states_holds(claim: str, source: str) -> None:
     assert claim_holds(claim, claim, source) == ""
+
+
+def test_framing_takes_the_question_the_titles_and_only_the_evidences_names() -> None:
+    asked = framing(
+        "How do I void a label?", ["Refunds for Unused Labels"], ["Parcelio refunds premium plans."]
+    )
+    assert {stem(w) for w in ("void", "label", "unused", "refunds", "parcelio")} <= asked
+    assert "premium" not in asked  # lower case in the evidence: a word, not a name
+
+
+@pytest.mark.parametrize(
+    ("sentence", "asked", "why"),
+    [
+        pytest.param(
+            'Usually, "most refunds complete within 5 business days".', "", "", id="common"
+        ),
+        pytest.param(
+            'Premium refunds "complete within 5 business days".',
+            "",
+            "the sentence says premium, which its evidence does not",
+            id="invented",
+        ),
+        pytest.param(
+            'Premium refunds "complete within 5 business days".',
+            "Do premium refunds take long?",
+            "",
+            id="the-question-asked-it",
+        ),
+    ],
+)
+def test_an_english_claims_rare_framing_needs_a_source(sentence: str, asked: str, why: str) -> None:
+    quote = sentence.split('"')[1]
+    assert claim_holds(sentence, quote, SOURCE, asked=framing(asked, [])) == why
+    assert claim_holds(sentence, quote, SOURCE) == ""  # framing unchecked without `asked`
