@@ -375,6 +375,12 @@ def spare_first(inp: GenerationInput) -> Callable[[str], bool] | None:
     return caveat_rule(inp.caveat or DEFAULT_CAVEAT, evidence, inp.language)
 
 
+def _bare_answer(piece: str) -> bool:
+    """A "Yes." or "No." alone: before a cited sentence it answers the question as a leading
+    "Yes," or "No," does (``claim_holds`` leaves both unchecked; README: a known gap)."""
+    return piece.strip("*_ ").casefold().rstrip(".!") in {"yes", "no"}
+
+
 def uncited_sentences(
     text: str,
     spare_first: Callable[[str], bool] | None = None,
@@ -402,6 +408,7 @@ def uncited_sentences(
     out: list[str] = []
     for i, (piece, cited) in enumerate(flat):
         spared = cited or (i == 0 and spare_first is not None and spare_first(piece))
+        spared = spared or (_bare_answer(piece) and i + 1 < len(flat) and flat[i + 1][1])
         before_list = i + 1 < len(flat) and bool(_BULLET.match(flat[i + 1][0]))
         rule = (lead_in or _says_something) if before_list else None
         if not spared and not _states_nothing(_BULLET.sub("", piece), rule):
@@ -436,6 +443,9 @@ def unspanned_sentences(
         spared = i == 0 and spare_first is not None and spare_first(piece)
         # A span over hidden markup alone is no citation of what the reader sees.
         covered = any(masked[max(a, lo) : min(b, hi)].strip() for a, b in spans)
+        if _bare_answer(piece) and i + 1 < len(kept):
+            nlo, nhi = kept[i + 1]
+            spared = spared or any(masked[max(a, nlo) : min(b, nhi)].strip() for a, b in spans)
         before_list = i + 1 < len(kept) and bool(_BULLET.match(masked[slice(*kept[i + 1])].strip()))
         rule = (lead_in or _says_something) if before_list else None
         if not spared and not covered and not _states_nothing(_BULLET.sub("", piece), rule):

@@ -283,9 +283,24 @@ def test_a_list_item_holds_only_with_the_statement_it_completes() -> None:
     assert all(c.verified for c in verify_citations(steps, {VOIDING.chunk_id: VOIDING.text}))
 
 
-def test_an_uncited_yes_states_something() -> None:
-    assert uncited_sentences("Yes. Labels can be voided within 30 days. [1]") == ["Yes."]
+def test_a_bare_yes_or_no_answers_only_before_a_cited_sentence() -> None:
+    # As a leading "Yes," or "No," does: the cited sentence after it is checked.
+    assert uncited_sentences("Yes. Labels can be voided within 30 days. [1]") == []
+    assert uncited_sentences("**No.** Scanned labels cannot be voided. [1]") == []
+    # Alone, or before a sentence that cites nothing, it states something unchecked.
+    assert uncited_sentences("Yes.") == ["Yes."]
+    assert uncited_sentences("Yes. Labels can be voided. Done. [1]") == [
+        "Yes.",
+        "Labels can be voided.",
+    ]
+    assert uncited_sentences("Labels can be voided. [1] Yes.") == ["Yes."]
     assert uncited_sentences("Steps: Void it. [1]") == []
+    native = "No. Labels with a carrier scan cannot be voided."
+    assert unspanned_sentences(native, [(4, len(native))]) == []
+    assert unspanned_sentences(native, []) == [
+        "No.",
+        "Labels with a carrier scan cannot be voided.",
+    ]
 
 
 def test_a_colon_line_is_a_lead_in_only_before_a_list() -> None:
