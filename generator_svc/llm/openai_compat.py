@@ -32,6 +32,7 @@ from generator_svc.llm.retry import (
 )
 from generator_svc.prompts import (
     PromptTemplates,
+    clarification_vocabulary,
     estimate_tokens,
     lead_in_of,
     looks_like_clarification,
@@ -201,7 +202,9 @@ class OpenAICompatBackend:
             log.warning("LLM answer hit max_tokens", extra={"backend": self.name})
             unverifiable.append(TRUNCATED)
         citations = parse_marked_citations(text, inp.evidence)
-        clarification = looks_like_clarification(text, citations, inp.query)
+        clarification = looks_like_clarification(
+            text, citations, inp.query, clarification_vocabulary(inp, text)
+        )
         prompt_tokens = usage.get("prompt_tokens")
         completion_tokens = usage.get("completion_tokens")
         yield Draft(
