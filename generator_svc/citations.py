@@ -376,11 +376,12 @@ def _borrowed(words: Iterable[str], allowed: Collection[str], chunk: Collection[
     ]
 
 
-def _invented(tokens: Iterable[str], *vocabularies: Collection[str]) -> list[str]:
-    """The rare English words of a claim's framing that nothing the model was given holds
-    (no stem in ``vocabularies``: the chunk, the other evidence the sentence cites, the
-    question, a title). "Premium customers can skip it, but ..." around a real quote is an
-    invented claim."""
+def _invented(
+    tokens: Iterable[str], chunk: Collection[str], allowed: Collection[str], asked: Collection[str]
+) -> list[str]:
+    """The rare English words of a claim's framing that nothing the model was given holds:
+    neither the chunk, the other evidence the sentence cites, the question nor a title.
+    "Premium customers can skip it, but ..." around a real quote is an invented claim."""
     words = dict.fromkeys(t.removesuffix("'s") for t in tokens)  # "Parcelio's" is Parcelio
     return [
         w
@@ -389,13 +390,8 @@ def _invented(tokens: Iterable[str], *vocabularies: Collection[str]) -> list[str
         and w not in _CONNECTIVES
         and not _is_critical(w)
         and zipf(w) < COMMON_ZIPF
-        and not any(_has_word(stem(w), known) for known in vocabularies)
+        and not any(_has_word(stem(w), known) for known in (chunk, allowed, asked))
     ]
-
-
-def unsupported_words(text: str, vocabulary: Collection[str]) -> list[str]:
-    """The rare English words of ``text`` whose stems ``vocabulary`` (:func:`framing`) lacks."""
-    return _invented(_tokens(normalise(text)), vocabulary)
 
 
 def _beyond(

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 import string
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
@@ -32,7 +32,6 @@ from generator_svc.citations import (
     critical_tokens,
     framing,
     normalise,
-    unsupported_words,
 )
 from generator_svc.llm.base import EvidenceItem, GenerationInput
 
@@ -528,22 +527,8 @@ def parse_marked_citations(
     return tuple(CitationClaim(*key) for key in out)
 
 
-def clarification_vocabulary(inp: GenerationInput, answer: str) -> frozenset[str] | None:
-    """What a clarifying question beside evidence may say (its question's, titles' and
-    evidence's words), or None when nothing bounds it: a clarify-only reply has no evidence
-    to offer, and word rarity is only known for English."""
-    if inp.clarify_only or not inp.evidence or language_of(inp.language, answer) != "en":
-        return None
-    # Every word of the evidence, not only its names: a question may offer what it covers.
-    said = " ".join([inp.query, *(e.text for e in inp.evidence)])
-    return framing(said, [e.title for e in inp.evidence])
-
-
 def looks_like_clarification(
-    text: str,
-    citations: Sequence[CitationClaim],
-    query: str = "",
-    vocabulary: Collection[str] | None = None,
+    text: str, citations: Sequence[CitationClaim], query: str = ""
 ) -> bool:
     """An answer that cites nothing and is one question is the seed-001 clarifying question.
 
@@ -552,8 +537,6 @@ def looks_like_clarification(
     number the question did not ("Did you know unused labels can be voided within 90 days?"
     is a claim dressed as a question; "Do you mean error 404?" asked about 404 is not).
     Negations and number words are fine: "orders that haven't shipped", "the first one".
-    ``vocabulary`` (:func:`clarification_vocabulary`): a rarer English word it lacks makes a
-    claim of the question ("Did you know premium customers can skip 2FA?").
     """
     pieces = [p for p in _SENTENCE_BREAK.split(visible_text(text).strip()) if p.strip()]
     if citations or len(pieces) != 1:
@@ -570,5 +553,4 @@ def looks_like_clarification(
         and ";" not in question
         and len(units(question)) <= MAX_CLARIFY_WORDS
         and not numbers
-        and not (vocabulary is not None and unsupported_words(question, vocabulary))
     )

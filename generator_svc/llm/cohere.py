@@ -39,7 +39,6 @@ from generator_svc.llm.retry import (
 )
 from generator_svc.prompts import (
     PromptTemplates,
-    clarification_vocabulary,
     estimate_tokens,
     lead_in_of,
     looks_like_clarification,
@@ -217,9 +216,7 @@ class CohereBackend:
             raise BackendError("UPSTREAM_ERROR", "Cohere returned no text")
         claims = _with_sentences(text, cited)
         input_tokens, output_tokens = usage or (0, 0)
-        clarification = looks_like_clarification(
-            text, claims, inp.query, clarification_vocabulary(inp, text)
-        )
+        clarification = looks_like_clarification(text, claims, inp.query)
         unverifiable = [
             f"cites nothing: {sentence!r}"
             for sentence in unspanned_sentences(

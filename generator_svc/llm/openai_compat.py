@@ -32,7 +32,6 @@ from generator_svc.llm.retry import (
 )
 from generator_svc.prompts import (
     PromptTemplates,
-    clarification_vocabulary,
     estimate_tokens,
     lead_in_of,
     looks_like_clarification,
@@ -202,9 +201,7 @@ class OpenAICompatBackend:
             log.warning("LLM answer hit max_tokens", extra={"backend": self.name})
             unverifiable.append(TRUNCATED)
         citations = parse_marked_citations(text, inp.evidence)
-        clarification = looks_like_clarification(
-            text, citations, inp.query, clarification_vocabulary(inp, text)
-        )
+        clarification = looks_like_clarification(text, citations, inp.query)
         prompt_tokens = usage.get("prompt_tokens")
         completion_tokens = usage.get("completion_tokens")
         yield Draft(

@@ -121,13 +121,6 @@ async def test_a_question_without_citations_is_a_clarification() -> None:
     assert draft.citations == ()
 
 
-async def test_a_claim_asked_as_a_question_is_no_clarification() -> None:
-    text = "Did you know premium customers can skip the label fee?"
-    _, draft = await collect(backend(Recorder(ok(oa_answer_chunks([text])))).stream(gen_input()))
-    # Not spared as a clarification, it cites nothing: the servicer fails it for that.
-    assert not draft.is_clarification and draft.citations == ()
-
-
 async def test_a_fact_before_a_question_is_no_clarification() -> None:
     text = "Labels can be voided for 90 days. Want to know more?"
     _, draft = await collect(backend(Recorder(ok(oa_answer_chunks([text])))).stream(gen_input()))

@@ -14,7 +14,6 @@ from generator_svc.prompts import (
     DEFAULT_TEMPLATES_PATH,
     PromptError,
     caveat_rule,
-    clarification_vocabulary,
     estimate_tokens,
     evidence_tokens,
     fit_to_budget,
@@ -385,17 +384,3 @@ def test_clarification_detection() -> None:
         ("Is this about error 404 on the login page?", "What does error 404 mean?"),
     ):
         assert looks_like_clarification(question, (), asked), question
-
-
-def test_a_clarification_beside_evidence_says_only_what_it_was_given() -> None:
-    inp = gen_input(query="Can I skip 2FA?", evidence=(VOIDING, TIMING))
-    claim = "Did you know premium customers can skip 2FA?"
-    vocabulary = clarification_vocabulary(inp, claim)
-    assert not looks_like_clarification(claim, (), inp.query, vocabulary)
-    # Its words restate the question or offer what the evidence covers.
-    offer = "Do you mean voiding an unused label, or Kestrel Express refunds?"
-    assert looks_like_clarification(offer, (), inp.query, clarification_vocabulary(inp, offer))
-    # A clarify-only reply has no evidence to offer; another language is not read.
-    assert clarification_vocabulary(gen_input(clarify_only=True), claim) is None
-    assert clarification_vocabulary(gen_input(language="de"), claim) is None
-    assert looks_like_clarification(claim, (), inp.query)  # unbounded, it still passes
