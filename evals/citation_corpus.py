@@ -8,7 +8,7 @@ sentences, and, for English answers, its framing words (``--no-framing`` leaves 
 compare). Prints verified and failed counts by label; ``--show`` lists the answers judged
 against their label.
 
-    python -m evals.citation_corpus samples/citation-corpora/framing-1.jsonl
+    python -m evals.citation_corpus samples/citation-corpora/blind-1.jsonl
 """
 
 from __future__ import annotations

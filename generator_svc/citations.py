@@ -148,7 +148,17 @@ _NEGATING_PREFIXES = ("un", "in", "im", "ir", "il", "dis", "non", "non-")
 #: with its quote depends on the question, which this check does not read ('No, "SMS codes
 #: expire after 10 minutes"' verifies; README: a known gap).
 _YES_NO = re.compile(r"^(?:yes|no)\b[\s,.!:;-]*")
+
+
+def bare_yes_no(text: str) -> bool:
+    """``text`` is a "Yes." or "No." and nothing else (markup and punctuation aside)."""
+    bare = normalise(text)
+    return bool(bare) and not _YES_NO.sub("", bare).strip("*_ ")
+
+
 _WORD = re.compile(r"\w+")
+_ITEM_MARK = re.compile(r"^[\s#*+\-\d.)]+")
+"""A heading's or list item's marker ("## ", "- ", "1. "): the word after it opens a sentence."""
 COMMON_ZIPF = 4.5
 """A word this common (wordfreq Zipf: "usually", "according", "centre") carries no claim of
 its own; a rarer one ("premium", "bypass", "rarely") does."""
@@ -382,7 +392,7 @@ def _invented(
     """The rare English words of a claim's framing that nothing the model was given holds:
     neither the chunk, the other evidence the sentence cites, the question nor a title.
     "Premium customers can skip it, but ..." around a real quote is an invented claim."""
-    words = dict.fromkeys(t.removesuffix("'s") for t in tokens)  # "Parcelio's" is Parcelio
+    words = dict.fromkeys(_bare_words(tokens))
     return [
         w
         for w in words
@@ -499,8 +509,23 @@ def framing(query: str, titles: Iterable[str], evidence: Iterable[str] = ()) -> 
     :func:`verify_citations`: the question's words, the evidence titles' (the prompt shows
     both) and the names the evidence writes capitalised ("Parcelio", which a section need not
     repeat)."""
-    names = [w for text in evidence for w in _WORD.findall(text) if w[0].isupper()]
-    return frozenset(_stems(_tokens(normalise(" ".join([query, *titles, *names])))))
+    names = [name for text in evidence for name in _names(text)]
+    said = _tokens(normalise(" ".join([query, *titles, *names])))
+    return frozenset(_stems(_bare_words(said)))
+
+
+def _names(text: str) -> list[str]:
+    """The words ``text`` capitalises inside its sentences ("… protects your Parcelio account"):
+    a sentence's first word ("Withdrawals …") is capitalised whatever it is."""
+    found = []
+    for sentence in sentences(text):
+        found += [w for w in _WORD.findall(_ITEM_MARK.sub("", sentence))[1:] if w[0].isupper()]
+    return found
+
+
+def _bare_words(tokens: Iterable[str]) -> list[str]:
+    """Tokens without a possessive "'s": "Parcelio's" is Parcelio, in a question or a claim."""
+    return [t.removesuffix("'s") for t in tokens]
 
 
 def verify_citations(

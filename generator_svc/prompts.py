@@ -26,9 +26,11 @@ import yaml
 
 from candor.text import UNIT, content_terms, units, words, zipf
 from generator_svc.citations import (
+    COMMON_WORD_ZIPF,
     COMMON_ZIPF,
     QUOTED,
     CitationClaim,
+    bare_yes_no,
     critical_tokens,
     framing,
     normalise,
@@ -232,11 +234,8 @@ def fit_to_budget(evidence: Sequence[EvidenceItem], budget_tokens: int) -> Budge
 _MARKER = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
 # CJK sentences end at their own full stops, with no space after: a Chinese statement then a
 # question was one sentence, a question, and passed as a clarification.
-# Not after a numbered list item's "1." at the start of a line: "1. Go to Shipments. [1]" is one
-# sentence, and its "1." alone read as an uncited number (every numbered answer failed).
-_SENTENCE_BREAK = re.compile(
-    r"(?<=[.!?])(?<!^\d\.)(?<!^\d\d\.)(?<!^\d\d\d\.)\s+|(?<=[。！？；])\s*|\n+", re.M
-)
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])\s*|\n+")
+_LIST_NUMBER = re.compile(r"^\s*(\d{1,3})\.(?=\s)")
 _BULLET = re.compile(r"^\s*(?:[-*•+]|\d{1,3}[.)])\s+")
 _EDGE_JUNK = " \t\n.,;:!?)]}*_"
 
@@ -245,9 +244,25 @@ _EDGE_JUNK = " \t\n.,;:!?)]}*_"
 _HIDDEN = re.compile(r"<!--.*?(?:-->|$)|~~.*?~~", re.DOTALL)
 
 
+def _list_numbers(text: str) -> str:
+    """``text`` with each numbered list item's "1." written "1)", the same length: split at its
+    period, "1. Go to Shipments. [1]" left a sentence "1." stating an uncited number, so every
+    numbered answer failed. Only a line that opens or continues a list is an item (the first
+    line, after a blank line or another item, or numbered 1): in "You get\n50. Each code ..."
+    the 50 ends the sentence before it, as markdown renders it."""
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        m = _LIST_NUMBER.match(line)
+        before = lines[i - 1] if i else ""
+        if m and (not before.strip() or _BULLET.match(before) or m.group(1) == "1"):
+            lines[i] = f"{line[: m.end() - 1]}){line[m.end() :]}"
+    return "\n".join(lines)
+
+
 def visible_text(text: str) -> str:
-    """The answer as a reader sees it rendered: HTML comments and struck-through text removed."""
-    return _HIDDEN.sub(" ", text)
+    """The answer as a reader sees it rendered, for splitting into sentences: HTML comments and
+    struck-through text removed, list numbers kept with their items (:func:`_list_numbers`)."""
+    return _list_numbers(_HIDDEN.sub(" ", text))
 
 
 def _states_nothing(sentence: str, lead_in: Callable[[str], bool] | None = None) -> bool:
@@ -262,7 +277,7 @@ def _states_nothing(sentence: str, lead_in: Callable[[str], bool] | None = None)
     bare = sentence.strip().strip("*_ ")
     if bare.endswith(("?", "？", "؟")):
         return True
-    if bare.casefold().rstrip(".!") == "yes":
+    if bare_yes_no(bare):
         return False  # the answer to the question, as much as "No." is
     stated = critical_tokens(normalise(bare))
     if bare.endswith((":", "：")) and lead_in is not None:
@@ -353,16 +368,30 @@ def _says_something(sentence: str) -> bool:
 
 
 def lead_in_of(inp: GenerationInput) -> Callable[[str], bool]:
-    """The lead-in rule for ``inp``'s answer: its words may also restate the question or a
-    title ("To void a label in Parcelio, follow these steps:"), as framing words may."""
-    said = [inp.query, *(e.title for e in inp.evidence), *(e.text for e in inp.evidence)]
+    """The lead-in rule for ``inp``'s answer: its words may also be a title's. Not the
+    question's: "You can still void a label after the carrier scanned it:" restated a false
+    premise the question asked, over steps that hold."""
+    said = [*(e.title for e in inp.evidence), *(e.text for e in inp.evidence)]
     return lead_in_rule(said, inp.language)
+
+
+ENGLISH_SHARE = 0.6
+"""An answer is read as English when this share of its words are English words, whatever a
+language tag or identifier says: the identifier calls short answers Latin or Italian."""
+
+
+def _reads_as_english(tag: str, answer: str) -> bool:
+    if language_of(tag, answer) == "en":
+        return True
+    found = [w for w in words(answer) if w.isalpha() and len(w) >= 3]
+    known = sum(zipf(w) >= COMMON_WORD_ZIPF for w in found)
+    return bool(found) and known >= ENGLISH_SHARE * len(found)
 
 
 def framing_of(inp: GenerationInput, answer: str) -> frozenset[str] | None:
     """What ``answer``'s framing may say besides its evidence (:func:`framing`), or None when it
     is not English: the rarity of a word is only known for English."""
-    if language_of(inp.language, answer) != "en":
+    if not _reads_as_english(inp.language, answer):
         return None
     return framing(inp.query, [e.title for e in inp.evidence], [e.text for e in inp.evidence])
 
@@ -373,12 +402,6 @@ def spare_first(inp: GenerationInput) -> Callable[[str], bool] | None:
         return None
     evidence = [e.text for e in inp.evidence]
     return caveat_rule(inp.caveat or DEFAULT_CAVEAT, evidence, inp.language)
-
-
-def _bare_answer(piece: str) -> bool:
-    """A "Yes." or "No." alone: before a cited sentence it answers the question as a leading
-    "Yes," or "No," does (``claim_holds`` leaves both unchecked; README: a known gap)."""
-    return piece.strip("*_ ").casefold().rstrip(".!") in {"yes", "no"}
 
 
 def uncited_sentences(
@@ -408,7 +431,7 @@ def uncited_sentences(
     out: list[str] = []
     for i, (piece, cited) in enumerate(flat):
         spared = cited or (i == 0 and spare_first is not None and spare_first(piece))
-        spared = spared or (_bare_answer(piece) and i + 1 < len(flat) and flat[i + 1][1])
+        spared = spared or (bare_yes_no(piece) and i + 1 < len(flat) and flat[i + 1][1])
         before_list = i + 1 < len(flat) and bool(_BULLET.match(flat[i + 1][0]))
         rule = (lead_in or _says_something) if before_list else None
         if not spared and not _states_nothing(_BULLET.sub("", piece), rule):
@@ -429,7 +452,7 @@ def unspanned_sentences(
     its visible characters is checked by nothing. Hidden markup is blanked in place so offsets
     hold.
     """
-    masked = _HIDDEN.sub(lambda m: " " * len(m.group()), text)
+    masked = _list_numbers(_HIDDEN.sub(lambda m: " " * len(m.group()), text))
     bounds: list[tuple[int, int]] = []
     start = 0
     for m in _SENTENCE_BREAK.finditer(masked):
@@ -443,7 +466,7 @@ def unspanned_sentences(
         spared = i == 0 and spare_first is not None and spare_first(piece)
         # A span over hidden markup alone is no citation of what the reader sees.
         covered = any(masked[max(a, lo) : min(b, hi)].strip() for a, b in spans)
-        if _bare_answer(piece) and i + 1 < len(kept):
+        if bare_yes_no(piece) and i + 1 < len(kept):
             nlo, nhi = kept[i + 1]
             spared = spared or any(masked[max(a, nlo) : min(b, nhi)].strip() for a, b in spans)
         before_list = i + 1 < len(kept) and bool(_BULLET.match(masked[slice(*kept[i + 1])].strip()))
@@ -457,7 +480,7 @@ def sentence_around(text: str, start: int, end: int) -> str:
     """The answer's sentence(s) a natively cited span ``text[start:end]`` stands in: a span
     checked alone let its sentence say anything around it ("Kestrel Express refunds complete
     within 5 business days." held by the span "within 5 business days")."""
-    masked = _HIDDEN.sub(lambda m: " " * len(m.group()), text)
+    masked = _list_numbers(_HIDDEN.sub(lambda m: " " * len(m.group()), text))
     lo = max((m.end() for m in _SENTENCE_BREAK.finditer(masked, 0, start)), default=0)
     after = _SENTENCE_BREAK.search(masked, max(start, end - 1))
     hi = after.start() if after else len(masked)

@@ -402,7 +402,9 @@ async def test_openai_compat_answer_end_to_end_through_the_servicer() -> None:
         pytest.param("For unused labels, refunds", "en", True, id="title-and-question-words"),
         pytest.param("Premium refunds", "en", False, id="invented-audience"),
         pytest.param("Premium refunds", "", False, id="detected-english"),
-        pytest.param("Premium refunds", "de", True, id="not-english-unchecked"),
+        # An English answer is checked whatever the request's tag says; a German one is not.
+        pytest.param("Premium refunds", "de", False, id="english-under-another-tag"),
+        pytest.param("Laut Hilfe-Center werden Prämien", "de", True, id="german-unchecked"),
     ],
 )
 async def test_an_english_answers_rare_framing_words_must_come_from_what_it_was_shown(

@@ -271,10 +271,16 @@ def test_a_claim_its_source_states_holds(claim: str, source: str) -> None:
 
 def test_framing_takes_the_question_the_titles_and_only_the_evidences_names() -> None:
     asked = framing(
-        "How do I void a label?", ["Refunds for Unused Labels"], ["Parcelio refunds premium plans."]
+        "How do I void a label?",
+        ["Refunds for Unused Labels"],
+        ["Refunds in Parcelio cover premium plans."],
     )
     assert {stem(w) for w in ("void", "label", "unused", "refunds", "parcelio")} <= asked
     assert "premium" not in asked  # lower case in the evidence: a word, not a name
+    # A sentence's first word is capitalised whatever it is; a possessive is its word.
+    opening = framing("", [], ["Withdrawals are slow. Use Parcelio's app."])
+    assert "withdrawal" not in opening and "parcelio" in opening
+    assert "kestrel" in framing("How long do Kestrel's refunds take?", [])
 
 
 @pytest.mark.parametrize(
