@@ -4,9 +4,9 @@ A corpus is JSONL, one answer a line: ``id``, ``question``, ``answer`` (with ``[
 ``sources`` (``[file, section heading]`` pairs, numbered from 1 as the prompt numbers them) and
 ``label`` (``faithful`` or ``wrong``). Each answer is checked as the generator checks an
 OpenAI-compatible model's reply: its marked citations against the sections, its uncited
-sentences, and, for English answers, its framing words (``--no-framing`` leaves those out, to
-compare). Prints verified and failed counts by label; ``--show`` lists the answers judged
-against their label.
+sentences, and, for English answers, its framing words and the names its quotes belong to
+(``--no-framing`` leaves those out, to compare). Prints verified and failed counts by label;
+``--show`` lists the answers judged against their label.
 
     python -m evals.citation_corpus samples/citation-corpora/blind-1.jsonl
 """
@@ -72,7 +72,11 @@ def judge(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evals.citation_corpus", description=__doc__)
     parser.add_argument("corpus", type=Path)
-    parser.add_argument("--no-framing", action="store_true", help="leave framing words unchecked")
+    parser.add_argument(
+        "--no-framing",
+        action="store_true",
+        help="leave the English-only rules (framing words, names) unchecked",
+    )
     parser.add_argument("--show", action="store_true", help="list answers judged against label")
     args = parser.parse_args(argv)
     counts: Counter[tuple[str, bool]] = Counter()

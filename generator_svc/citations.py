@@ -375,6 +375,31 @@ def _beside(s: str, lo: int, hi: int, start: int, end: int) -> set[str]:
     return {_kind(t) for t in [*before, *after] if t in _NEGATIONS or t.endswith("n't")}
 
 
+def _names_before(s: str, lo: int, start: int, names: Collection[str]) -> set[str]:
+    """The names in the three words before a match, in its sentence and table cell or line:
+    whose fact the quote states ("The exception is NorthLine Freight, where labels [must be
+    voided within 7 days]", "| Kestrel Express | [$4.50, or free for 10 or more parcels]")."""
+    before = s[lo:start].split("|")
+    near = _tokens(before[-1])
+    if len(before) > 1 and not near:  # the quote fills its cell: its row's cell before it
+        near = _tokens(before[-2])
+    return {t for t in near[-3:] if t in names}
+
+
+def _claim_names(claim: str, names: Collection[str]) -> set[str]:
+    """The names a claim gives outside its double quotes, in the claim's own case: a word the
+    evidence uses as a name, or one capitalised after the claim's first word or inside itself
+    ("SwiftPost")."""
+    found = set()
+    for i, w in enumerate(_WORD.findall(QUOTED.sub(" ", claim))):
+        folded = w.casefold()
+        if folded in names or (
+            len(w) > 1 and ((i > 0 and w[0].isupper()) or any(ch.isupper() for ch in w[1:]))
+        ):
+            found.add(folded)
+    return found
+
+
 def _borrowed(words: Iterable[str], allowed: Collection[str], chunk: Collection[str]) -> list[str]:
     """The words a claim says that its source says only about something else: in the chunk,
     but not in the quote's sentence, the one before it or the heading. A word the chunk does
@@ -464,7 +489,10 @@ def claim_holds(
     question and is not checked. Otherwise the whole sentence must hold as a quote, so "codes
     never expire, as 'codes expire'" fails. ``lead_in``: the line a list item completes; its
     words are checked as the rest of the item's sentence. ``asked``: see :func:`framing`;
-    None leaves words the chunk does not hold unchecked (the answer's framing).
+    None leaves words the chunk does not hold unchecked (the answer's framing), and the
+    English rule that a sentence naming someone may not quote what the source says right
+    after another name ("Kestrel Express labels 'must be voided within 7 days'" where the
+    source gives it to NorthLine Freight) unapplied.
     """
     q, s = normalise(quote), normalise(source)
     c = _YES_NO.sub("", normalise(claim)) or normalise(claim)
@@ -491,10 +519,17 @@ def claim_holds(
         c = f"{normalise(lead_in)} {c}"
         quoted = True
     why = ""
+    # A quote's own sentence naming someone else: "Kestrel Express labels 'must be voided
+    # within' 7 days" where the source gives that window to NorthLine Freight. English only,
+    # as framing is (``asked``): German capitalises every noun.
+    names = {n.casefold() for n in _names(source)} if asked is not None else set()
+    named = _claim_names(claim, names) if quoted and names else set()
     for start, end in places:
         lo, hi = _window(spans, s, start, end)
         if dropped := sorted(_beside(s, lo, hi, start, end) - {_kind(t) for t in _tokens(c)}):
             why = f"the evidence says {', '.join(dropped)} beside the quoted words"
+        elif named and (unnamed := sorted(_names_before(s, lo, start, names) - set(_tokens(c)))):
+            why = f"the evidence says {', '.join(unnamed)} beside the quoted words"
         elif quoted:
             why = _beyond(c, quotes, s[lo:hi], _context(spans, s, lo, heading), s, other, asked)
         else:

@@ -307,3 +307,58 @@ def test_an_english_claims_rare_framing_needs_a_source(sentence: str, asked: str
     quote = sentence.split('"')[1]
     assert claim_holds(sentence, quote, SOURCE, asked=framing(asked, [])) == why
     assert claim_holds(sentence, quote, SOURCE) == ""  # framing unchecked without `asked`
+
+
+VOID_WINDOWS = (
+    "You can void an unused label within 30 days of buying it. The exception is NorthLine "
+    "Freight, where labels must be voided within 7 days of purchase."
+)
+PICKUP_FEES = (
+    "Pickup fees\n\n| Carrier | Fee per pickup |\n|---|---|\n| SwiftPost | Free |\n"
+    "| Kestrel Express | $4.50, or free for 10 or more parcels |\n| Harbourline Parcel | $3.00 |"
+)
+
+
+@pytest.mark.parametrize(
+    ("sentence", "source", "why"),
+    [
+        pytest.param(
+            'Kestrel Express labels "must be voided within 7 days of purchase".',
+            VOID_WINDOWS,
+            "the evidence says freight beside the quoted words",
+            id="another-carrier",
+        ),
+        pytest.param(
+            'For NorthLine Freight, labels "must be voided within 7 days of purchase".',
+            VOID_WINDOWS,
+            "",
+            id="its-own-carrier",
+        ),
+        # Naming nobody, the sentence is not checked for whose fact it is (a known gap).
+        pytest.param(
+            'Labels "must be voided within 7 days of purchase", it says.',
+            VOID_WINDOWS,
+            "",
+            id="nobody-named",
+        ),
+        pytest.param(
+            'SwiftPost pickups cost "$4.50, or free for 10 or more parcels".',
+            PICKUP_FEES,
+            "the evidence says express, kestrel beside the quoted words",
+            id="another-row-of-a-table",
+        ),
+        pytest.param(
+            'Kestrel Express pickups cost "$4.50, or free for 10 or more parcels".',
+            PICKUP_FEES,
+            "",
+            id="its-own-row",
+        ),
+    ],
+)
+def test_an_english_claim_may_not_give_a_quote_to_another_name(
+    sentence: str, source: str, why: str
+) -> None:
+    quote = sentence.split('"')[1]
+    asked = framing("Which carrier is it? SwiftPost, Kestrel Express?", [])
+    assert claim_holds(sentence, quote, source, asked=asked) == why
+    assert claim_holds(sentence, quote, source) == ""  # not read outside English
