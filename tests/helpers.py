@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 import urllib.request
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
@@ -135,6 +136,19 @@ def metric_value(text: str, name: str, labels: Mapping[str, str] | None = None) 
         if all(f'{k}="{v}"' in head for k, v in (labels or {}).items()):
             total += float(value)
     return total
+
+
+def settled_metric(
+    port: int, name: str, labels: Mapping[str, str], want: float, timeout: float = 5.0
+) -> float:
+    """The metric's value once it reads ``want`` (or its last value after ``timeout``): a call
+    is counted in the handler's ``finally``, which can run after its caller saw the status."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = metric_value(scrape(port), name, labels)
+        if value == want or time.monotonic() > deadline:
+            return value
+        time.sleep(0.05)
 
 
 def stack_env(data_dir: str, **extra: Any) -> dict[str, str]:
