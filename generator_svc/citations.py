@@ -376,14 +376,36 @@ def _beside(s: str, lo: int, hi: int, start: int, end: int) -> set[str]:
 
 
 def _names_before(s: str, lo: int, start: int, names: Collection[str]) -> set[str]:
-    """The names in the three words before a match, in its sentence and table cell or line:
-    whose fact the quote states ("The exception is NorthLine Freight, where labels [must be
-    voided within 7 days]", "| Kestrel Express | [$4.50, or free for 10 or more parcels]")."""
-    before = s[lo:start].split("|")
-    near = _tokens(before[-1])
-    if len(before) > 1 and not near:  # the quote fills its cell: its row's cell before it
-        near = _tokens(before[-2])
-    return {t for t in near[-3:] if t in names}
+    """The names whose fact a match at ``s[start:]`` states: in the three words before it in
+    its sentence ("The exception is NorthLine Freight, where labels [must be voided within 7
+    days]") or, in a table row, its row's first cell and the cell before it ("| Growth | 5 |
+    [$8 per user per month] |")."""
+    before = s[lo:start]
+    if "|" not in before:
+        return {t for t in _tokens(before)[-3:] if t in names}
+    # A table is one sentence here, its rows joined by "| |": the match's row is the last.
+    cells = [c for c in before.rsplit("| |", 1)[-1].split("|") if c.strip()]
+    near = [*_tokens(cells[0]), *_tokens(cells[-1])[-3:]] if cells else []
+    return {t for t in near if t in names}
+
+
+def _proper_words(text: str) -> set[str]:
+    """The words ``text`` always capitalises, folded: its names, wherever they stand ("SwiftPost
+    holds …", "**Finance** – Can view …", "| Scale | …"), but not "Refunds" at a sentence's
+    start where it also says "refunds"; nor a function word ("The", "You")."""
+    capitalised: dict[str, bool] = {}
+    for w in _WORD.findall(text):
+        key = w.casefold()
+        capitalised[key] = capitalised.get(key, True) and w[0].isupper()
+    return {
+        w
+        for w, always in capitalised.items()
+        if always
+        and len(w) > 1
+        and not w.isdigit()
+        and w not in SCAFFOLD
+        and zipf(w) < FUNCTION_WORD_ZIPF
+    }
 
 
 def _claim_names(claim: str, names: Collection[str]) -> set[str]:
@@ -522,7 +544,7 @@ def claim_holds(
     # A quote's own sentence naming someone else: "Kestrel Express labels 'must be voided
     # within' 7 days" where the source gives that window to NorthLine Freight. English only,
     # as framing is (``asked``): German capitalises every noun.
-    names = {n.casefold() for n in _names(source)} if asked is not None else set()
+    names = _proper_words(source) if asked is not None else set()
     named = _claim_names(claim, names) if quoted and names else set()
     for start, end in places:
         lo, hi = _window(spans, s, start, end)

@@ -319,9 +319,37 @@ PICKUP_FEES = (
 )
 
 
+HOLDS = (
+    "Held at Depot\n\nSwiftPost holds parcels for 7 days and Kestrel Express for 5 business "
+    "days before sending them back."
+)
+SEATS = (
+    "Seats\n\n| Plan | Users included | Extra users |\n|---|---|---|\n"
+    "| Starter | 1 | Not available |\n| Growth | 5 | $8 per user per month |"
+)
+
+
 @pytest.mark.parametrize(
     ("sentence", "source", "why"),
     [
+        pytest.param(
+            'Kestrel Express "holds parcels for 7 days" before sending them back.',
+            HOLDS,
+            "the evidence says swiftpost beside the quoted words",
+            id="a-name-opening-the-sentence",
+        ),
+        pytest.param(
+            'On Starter, extra users cost "$8 per user per month".',
+            SEATS,
+            "the evidence says growth beside the quoted words",
+            id="the-first-cell-of-its-row",
+        ),
+        pytest.param(
+            'On Growth, extra users cost "$8 per user per month".',
+            SEATS,
+            "",
+            id="its-own-row-label",
+        ),
         pytest.param(
             'Kestrel Express labels "must be voided within 7 days of purchase".',
             VOID_WINDOWS,
