@@ -391,7 +391,7 @@ def _names_before(s: str, lo: int, start: int, names: Collection[str]) -> set[st
 
 def _proper_words(text: str) -> set[str]:
     """The words ``text`` always capitalises, folded: its names, wherever they stand ("SwiftPost
-    holds …", "**Finance** – Can view …", "| Scale | …"), but not "Refunds" at a sentence's
+    holds …", "**Finance** - Can view …", "| Scale | …"), but not "Refunds" at a sentence's
     start where it also says "refunds"; nor a function word ("The", "You")."""
     capitalised: dict[str, bool] = {}
     for w in _WORD.findall(text):
