@@ -375,28 +375,24 @@ def _beside(s: str, lo: int, hi: int, start: int, end: int) -> set[str]:
     return {_kind(t) for t in [*before, *after] if t in _NEGATIONS or t.endswith("n't")}
 
 
-def _names_before(s: str, lo: int, start: int, names: Collection[str]) -> set[str]:
-    """The names whose fact a match at ``s[start:]`` states: in the three words before it in
-    its sentence ("The exception is NorthLine Freight, where labels [must be voided within 7
-    days]") or, in a table row, its row's first cell and the cell before it ("| Growth | 5 |
-    [$8 per user per month] |")."""
-    before = s[lo:start]
-    if "|" not in before:
-        return {t for t in _tokens(before)[-3:] if t in names}
-    # A table is one sentence here, its rows joined by "| |": the match's row is the last.
-    cells = [c for c in before.rsplit("| |", 1)[-1].split("|") if c.strip()]
-    near = [*_tokens(cells[0]), *_tokens(cells[-1])[-3:]] if cells else []
-    return {t for t in near if t in names}
+#: Words that point back to a name already given: "… Parcelio; it [checks with the carriers]".
+_REFERS_BACK = frozenset(
+    ["it", "its", "they", "them", "their", "this", "that", "which", "who", "he", "she", "you"]
+)
+_BOLD = re.compile(r"\*\*([^*]+)\*\*")
 
 
 def _proper_words(text: str) -> set[str]:
-    """The words ``text`` always capitalises, folded: its names, wherever they stand ("SwiftPost
-    holds …", "**Finance** - Can view …", "| Scale | …"), but not "Refunds" at a sentence's
-    start where it also says "refunds"; nor a function word ("The", "You")."""
+    """The words ``text`` always capitalises and uses as names, folded: rare ones wherever they
+    stand ("SwiftPost holds …"), common ones ("Scale", "Finance") where it also capitalises
+    them inside a sentence or in bold; not "Each" or "Customers" opening a sentence, nor
+    "Refunds" where it also says "refunds"."""
     capitalised: dict[str, bool] = {}
     for w in _WORD.findall(text):
         key = w.casefold()
         capitalised[key] = capitalised.get(key, True) and w[0].isupper()
+    marked = {w.casefold() for w in _names(text)}
+    marked |= {w.casefold() for bold in _BOLD.findall(text) for w in _WORD.findall(bold)}
     return {
         w
         for w, always in capitalised.items()
@@ -405,7 +401,35 @@ def _proper_words(text: str) -> set[str]:
         and not w.isdigit()
         and w not in SCAFFOLD
         and zipf(w) < FUNCTION_WORD_ZIPF
+        and (zipf(w) < COMMON_ZIPF or w in marked)
     }
+
+
+def _names_before(before: str, names: Collection[str]) -> set[str]:
+    """The names nearest before a quote in its sentence (``before``, normalised), as a run of
+    names ("NorthLine Freight"); none past a word that points back ("it", "they") to one."""
+    run: list[str] = []
+    for t in reversed(_tokens(before)):
+        if t in _REFERS_BACK:
+            break
+        if t in names:
+            run.append(t)
+        elif run:
+            break
+    return set(run)
+
+
+def _row_names(source: str, quote: str, names: Collection[str]) -> list[set[str]]:
+    """For each table row of ``source`` holding ``quote``: the names in its first cell and in
+    the cell before the quote's ("| Growth | 5 | $8 per user per month |")."""
+    rows = []
+    for line in source.splitlines():
+        cells = [normalise(c) for c in line.strip().strip("|").split("|")]
+        at = next((i for i, c in enumerate(cells) if quote in c), None)
+        if line.lstrip().startswith("|") and at is not None:
+            near = [*_tokens(cells[0]), *(_tokens(cells[at - 1]) if at > 1 else [])]
+            rows.append({t for t in near if t in names})
+    return rows
 
 
 def _claim_names(claim: str, names: Collection[str]) -> set[str]:
@@ -420,6 +444,24 @@ def _claim_names(claim: str, names: Collection[str]) -> set[str]:
         ):
             found.add(folded)
     return found
+
+
+def _owner_missing(claim: str, c: str, q: str, before: str, source: str) -> str:
+    """The names the source gives a quote's fact to when ``claim`` names someone else ("" when
+    it names one of them, or nobody): "Kestrel Express labels 'must be voided within' 7 days"
+    where the source gives that window to NorthLine Freight; "On Starter, extra users cost
+    '$8 per user per month'" where that is Growth's row."""
+    names = _proper_words(source)
+    if not names or not _claim_names(claim, names):
+        return ""
+    said = {stem(w) for w in _bare_words(_tokens(c))}
+    head = _tokens(c.split(q, 1)[0])[-2:]
+    if any(t in _REFERS_BACK for t in head):  # "… the app: it 'checks with the carriers'"
+        return ""
+    rows = _row_names(source, q, names)
+    owners = rows if rows else [_names_before(before, names)]
+    missing = [o for o in owners if o and not said & {stem(n) for n in o}]
+    return ", ".join(sorted(missing[0])) if missing and len(missing) == len(owners) else ""
 
 
 def _borrowed(words: Iterable[str], allowed: Collection[str], chunk: Collection[str]) -> list[str]:
@@ -541,17 +583,15 @@ def claim_holds(
         c = f"{normalise(lead_in)} {c}"
         quoted = True
     why = ""
-    # A quote's own sentence naming someone else: "Kestrel Express labels 'must be voided
-    # within' 7 days" where the source gives that window to NorthLine Freight. English only,
-    # as framing is (``asked``): German capitalises every noun.
-    names = _proper_words(source) if asked is not None else set()
-    named = _claim_names(claim, names) if quoted and names else set()
+    # Whose fact the quote is: English only, as framing is (``asked``); German capitalises
+    # every noun.
+    owners = quoted and asked is not None
     for start, end in places:
         lo, hi = _window(spans, s, start, end)
         if dropped := sorted(_beside(s, lo, hi, start, end) - {_kind(t) for t in _tokens(c)}):
             why = f"the evidence says {', '.join(dropped)} beside the quoted words"
-        elif named and (unnamed := sorted(_names_before(s, lo, start, names) - set(_tokens(c)))):
-            why = f"the evidence says {', '.join(unnamed)} beside the quoted words"
+        elif owners and (unnamed := _owner_missing(claim, c, q, s[lo:start], source)):
+            why = f"the evidence says {unnamed} beside the quoted words"
         elif quoted:
             why = _beyond(c, quotes, s[lo:hi], _context(spans, s, lo, heading), s, other, asked)
         else:

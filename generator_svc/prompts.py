@@ -376,14 +376,16 @@ def lead_in_of(inp: GenerationInput) -> Callable[[str], bool]:
 
 
 ENGLISH_SHARE = 0.6
-"""An answer is read as English when this share of its words are English words, whatever a
-language tag or identifier says: the identifier calls short answers Latin or Italian."""
+"""Untagged, an answer is read as English when this share of its words outside its quotes are
+English words, whatever the language identifier says: it calls short answers Latin."""
 
 
 def _reads_as_english(tag: str, answer: str) -> bool:
-    if language_of(tag, answer) == "en":
-        return True
-    found = [w for w in words(answer) if w.isalpha() and len(w) >= 3]
+    # A tag is what the model was told to write in: a German answer quoting English evidence
+    # is German.
+    if tag or language_of("", answer) == "en":
+        return language_of(tag, answer) == "en"
+    found = [w for w in words(QUOTED.sub(" ", answer)) if w.isalpha() and len(w) >= 3]
     known = sum(zipf(w) >= COMMON_WORD_ZIPF for w in found)
     return bool(found) and known >= ENGLISH_SHARE * len(found)
 

@@ -189,8 +189,21 @@ def test_a_faithful_answer_verifies(
 
 
 #: The question of an answer whose framing names what only the question says: Parcelio is not
-#: in its section. (A list's lead-in may not lean on the question: F13's says no "in Parcelio".)
+#: in its section.
 ASKED = {"F22": "How long is a Parcelio SMS code valid?"}
+
+
+def test_a_lead_in_names_the_product_only_if_the_evidence_does() -> None:
+    """F13 as first written: its lead-in's "in Parcelio" is in neither its section nor a title,
+    only in the question, which a lead-in may not lean on (it can carry a false premise)."""
+    answer = (
+        "To void an unused label in Parcelio, follow these steps:\n"
+        "1. Go to **Shipments** and find the label. [1]\n"
+        "2. Click **More > Void label** (or press **V**). [1]"
+    )
+    asked = "How do I void an unused label in Parcelio?"
+    assert not _verified(answer, [RV], asked)
+    assert _verified(answer, [RV, TT], asked)  # another admitted section names Parcelio
 
 
 def test_a_name_nothing_shown_holds_is_framing_the_model_brought() -> None:

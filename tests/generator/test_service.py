@@ -402,9 +402,9 @@ async def test_openai_compat_answer_end_to_end_through_the_servicer() -> None:
         pytest.param("For unused labels, refunds", "en", True, id="title-and-question-words"),
         pytest.param("Premium refunds", "en", False, id="invented-audience"),
         pytest.param("Premium refunds", "", False, id="detected-english"),
-        # An English answer is checked whatever the request's tag says; a German one is not.
-        pytest.param("Premium refunds", "de", False, id="english-under-another-tag"),
-        pytest.param("Laut Hilfe-Center werden Prämien", "de", True, id="german-unchecked"),
+        # The tag is the language the model was told to write in; untagged, the words decide.
+        pytest.param("Premium refunds", "de", True, id="another-tag-unchecked"),
+        pytest.param("Laut Hilfe-Center werden Prämien", "", True, id="untagged-german"),
     ],
 )
 async def test_an_english_answers_rare_framing_words_must_come_from_what_it_was_shown(

@@ -353,8 +353,39 @@ SEATS = (
         pytest.param(
             'Kestrel Express labels "must be voided within 7 days of purchase".',
             VOID_WINDOWS,
-            "the evidence says freight beside the quoted words",
+            "the evidence says freight, northline beside the quoted words",
             id="another-carrier",
+        ),
+        pytest.param(
+            'Kestrel Express labels must be "voided within 7 days of purchase".',
+            VOID_WINDOWS,
+            "the evidence says freight, northline beside the quoted words",
+            id="the-quote-a-word-further-on",
+        ),
+        pytest.param(
+            'NorthLine labels "must be voided within 7 days of purchase".',
+            VOID_WINDOWS,
+            "",
+            id="part-of-its-name",
+        ),
+        pytest.param(
+            'The Admins "can also sign everyone out at once".',
+            "Sessions\n\nAn Admin can also sign everyone out at once.",
+            "",
+            id="a-plural-of-its-name",
+        ),
+        pytest.param(
+            'A Kestrel Express code "is valid for 10 minutes".',
+            "Codes\n\nCustomers get a code that is valid for 10 minutes.",
+            "",
+            id="a-common-word-opening-a-sentence-is-no-name",
+        ),
+        pytest.param(
+            'Until you press Refresh tracking, it "checks with the carriers every 20 minutes".',
+            "Updates\n\nParcelio checks with the carriers every 20 minutes, or when you press "
+            "**Refresh tracking**.",
+            "",
+            id="a-pronoun-for-its-name",
         ),
         pytest.param(
             'For NorthLine Freight, labels "must be voided within 7 days of purchase".',
