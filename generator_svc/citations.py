@@ -591,7 +591,7 @@ def claim_holds(
         if dropped := sorted(_beside(s, lo, hi, start, end) - {_kind(t) for t in _tokens(c)}):
             why = f"the evidence says {', '.join(dropped)} beside the quoted words"
         elif owners and (unnamed := _owner_missing(claim, c, q, s[lo:start], source)):
-            why = f"the evidence says {unnamed} beside the quoted words"
+            why = f"the evidence gives the quoted words to {unnamed}"
         elif quoted:
             why = _beyond(c, quotes, s[lo:hi], _context(spans, s, lo, heading), s, other, asked)
         else:
@@ -668,3 +668,29 @@ def verify_citations(
         else:
             out.append(CitationCheck(c.chunk_id, c.quote, True))
     return out
+
+
+#: Why a check failed, for ``candor_generator_verification_failures_total{reason}``: each
+#: failure text above (and the generator's own) by the words that mark it.
+FAILURE_REASONS: tuple[tuple[str, str], ...] = (
+    ("quote not found", "quote_not_found"),
+    ("the quote is too short", "quote_too_short"),
+    ("cites evidence the gate did not admit", "not_admitted"),
+    ("cites evidence trimmed", "trimmed_evidence"),
+    ("beside the quoted words", "dropped_condition"),
+    ("the evidence gives the quoted words to", "another_name"),
+    ("beyond its quote", "beyond_quote"),
+    ("where its quote's sentence does not", "borrowed_word"),
+    ("which its evidence does not", "invented_word"),
+    ("where its quote's sentence says otherwise", "opposite_word"),
+    ("cites nothing", "uncited_sentence"),
+    ("cut at the model's output limit", "truncated"),
+    ("clarify-only answer", "clarify_only_claim"),
+    ("cites no evidence", "no_citation"),
+    ("not supported by the evidence", "unsupported_sentence"),
+)
+
+
+def failure_reason(failure: str) -> str:
+    """The reason label of a verification failure's text ("other" for none of ours)."""
+    return next((reason for marker, reason in FAILURE_REASONS if marker in failure), "other")

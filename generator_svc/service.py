@@ -26,7 +26,7 @@ from candor.secrets import read_secret
 from candor.settings import Settings, SettingsError
 from candor.text import zipf
 from candor.token import InMemoryReplayStore, KeyRing, TokenError, TokenVerifier
-from generator_svc.citations import verify_citations
+from generator_svc.citations import FAILURE_REASONS, failure_reason, verify_citations
 from generator_svc.groundedness import GroundednessResult, check_groundedness
 from generator_svc.llm.base import BackendError, Draft, EvidenceItem, GenerationInput, LLMBackend
 from generator_svc.llm.extractive import CAVEAT, ExtractiveBackend
@@ -105,6 +105,15 @@ class GeneratorMetrics:
             ["result"],
             registry=metrics.registry,
         )
+        self.verification_failures = Counter(
+            "candor_generator_verification_failures_total",
+            "Why answers failed verification: one per failed citation, uncited sentence or "
+            "other problem, by reason.",
+            ["reason"],
+            registry=metrics.registry,
+        )
+        for _, reason in FAILURE_REASONS:  # every reason exported from the start, at 0
+            self.verification_failures.labels(reason)
         self.llm_outcomes = Counter(
             "candor_generator_llm_outcomes_total",
             "How LLM calls ended: ok, deadline (the caller's ran out), cancelled, or the "
@@ -308,6 +317,9 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
             passed = False
             note = f"{len(grounded.unsupported)} sentence(s) not supported by the evidence"
             detail = f"{detail}; {note}" if detail else note
+            problems.append(note)
+        for why in [c.failure for c in failed] + problems[bool(failed) :]:
+            self._m.verification_failures.labels(failure_reason(why)).inc()
         self._m.verifications.labels("passed" if passed else "failed").inc()
         tier = (
             _TIERS.get(claims.tier, evidence_pb2.TIER_UNCERTAIN)

@@ -371,11 +371,17 @@ ROWS: list[tuple[str, list[Panel]]] = [
                         f"candor:generator_verification_failure_ratio:rate15m{{{NS}}}",
                         "failure ratio (15m)",
                     ),
+                    (
+                        "sum by (reason) "
+                        f"(rate(candor_generator_verification_failures_total{{{NS}}}[{RI}]))",
+                        "failed: {{reason}}",
+                    ),
                 ],
                 unit="short",
                 width=12,
                 description="failed = an answer cited text its evidence does not contain "
-                "(tier VERIFICATION_FAILED).",
+                "(tier VERIFICATION_FAILED); failed: <reason> = why, one per failed citation "
+                "or uncited sentence (runbook: CandorCitationVerificationFailures).",
             ),
         ],
     ),

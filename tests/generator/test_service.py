@@ -197,6 +197,8 @@ async def test_an_unverifiable_answer_fails_verification_whatever_its_citations_
     assert final.tier == evidence_pb2.TIER_VERIFICATION_FAILED
     assert uncited in final.verification.detail
     assert m.verifications.labels("failed")._value.get() == 1
+    assert m.verification_failures.labels("uncited_sentence")._value.get() == 1
+    assert m.verification_failures.labels("other")._value.get() == 0
 
 
 async def test_evidence_over_the_budget_is_trimmed_lowest_ranked_first_and_reported() -> None:
@@ -413,11 +415,13 @@ async def test_an_english_answers_rare_framing_words_must_come_from_what_it_was_
     quote = "complete within 5 business days"
     sentence = f'{framing} "{quote}".'
     draft = Draft(f"{sentence} [2]", (CitationClaim(TIMING.chunk_id, quote, sentence),), 10, 9)
-    svc, _ = servicer(ScriptedBackend(draft))
+    svc, m = servicer(ScriptedBackend(draft))
     req = request()
     req.language = language
     final = (await run(svc, req))[-1].final
     assert final.verification.passed is passed
+    invented = m.verification_failures.labels("invented_word")._value.get()
+    assert invented == (0 if passed else 1)
     if not passed:
         assert "premium, which its evidence does not" in final.citations[0].failure
 

@@ -8,6 +8,7 @@ from candor.text import stem
 from generator_svc.citations import (
     CitationClaim,
     claim_holds,
+    failure_reason,
     framing,
     normalise,
     quote_holds,
@@ -335,13 +336,13 @@ SEATS = (
         pytest.param(
             'Kestrel Express "holds parcels for 7 days" before sending them back.',
             HOLDS,
-            "the evidence says swiftpost beside the quoted words",
+            "the evidence gives the quoted words to swiftpost",
             id="a-name-opening-the-sentence",
         ),
         pytest.param(
             'On Starter, extra users cost "$8 per user per month".',
             SEATS,
-            "the evidence says growth beside the quoted words",
+            "the evidence gives the quoted words to growth",
             id="the-first-cell-of-its-row",
         ),
         pytest.param(
@@ -353,13 +354,13 @@ SEATS = (
         pytest.param(
             'Kestrel Express labels "must be voided within 7 days of purchase".',
             VOID_WINDOWS,
-            "the evidence says freight, northline beside the quoted words",
+            "the evidence gives the quoted words to freight, northline",
             id="another-carrier",
         ),
         pytest.param(
             'Kestrel Express labels must be "voided within 7 days of purchase".',
             VOID_WINDOWS,
-            "the evidence says freight, northline beside the quoted words",
+            "the evidence gives the quoted words to freight, northline",
             id="the-quote-a-word-further-on",
         ),
         pytest.param(
@@ -403,7 +404,7 @@ SEATS = (
         pytest.param(
             'SwiftPost pickups cost "$4.50, or free for 10 or more parcels".',
             PICKUP_FEES,
-            "the evidence says express, kestrel beside the quoted words",
+            "the evidence gives the quoted words to express, kestrel",
             id="another-row-of-a-table",
         ),
         pytest.param(
@@ -421,3 +422,67 @@ def test_an_english_claim_may_not_give_a_quote_to_another_name(
     asked = framing("Which carrier is it? SwiftPost, Kestrel Express?", [])
     assert claim_holds(sentence, quote, source, asked=asked) == why
     assert claim_holds(sentence, quote, source) == ""  # not read outside English
+
+
+def test_every_failure_has_a_reason_label() -> None:
+    evidence = {
+        "a": VOID_WINDOWS,
+        "b": SOURCE,
+        "c": "You can turn off single-key shortcuts under Settings.",
+    }
+    asked = framing("", [])
+    claims = [
+        ("quote_not_found", CitationClaim("a", "Refunds are paid in gold.")),
+        ("quote_too_short", CitationClaim("a", "within 30", "Labels go away within 30 years.")),
+        ("not_admitted", CitationClaim("z", "You can void an unused label")),
+        (
+            "dropped_condition",
+            CitationClaim(
+                "b",
+                "be voided, even if the parcel was later returned to you",
+                'Labels with a carrier scan can "be voided, even if the parcel was later '
+                'returned to you".',
+            ),
+        ),
+        (
+            "another_name",
+            CitationClaim(
+                "a",
+                "must be voided within 7 days of purchase",
+                'Kestrel Express labels "must be voided within 7 days of purchase".',
+            ),
+        ),
+        (
+            "beyond_quote",
+            CitationClaim("b", "Most refunds complete", 'In 9 days "most refunds complete".'),
+        ),
+        (
+            "borrowed_word",
+            CitationClaim(
+                "b",
+                "Most refunds complete within 5 business days",
+                'Scanned labels: "Most refunds complete within 5 business days".',
+            ),
+        ),
+        (
+            "invented_word",
+            CitationClaim(
+                "b",
+                "Most refunds complete within 5 business days",
+                'Premium "most refunds complete within 5 business days".',
+            ),
+        ),
+        (
+            "opposite_word",
+            CitationClaim(
+                "c",
+                "single-key shortcuts under Settings",
+                'You can turn on "single-key shortcuts under Settings".',
+            ),
+        ),
+    ]
+    checks = verify_citations([c for _, c in claims], evidence, withheld={"y"}, asked=asked)
+    assert [failure_reason(c.failure) for c in checks] == [reason for reason, _ in claims]
+    trimmed = verify_citations([CitationClaim("y", "x y z")], evidence, withheld={"y"})
+    assert failure_reason(trimmed[0].failure) == "trimmed_evidence"
+    assert failure_reason("something new") == "other"
