@@ -455,7 +455,7 @@ def _owner_missing(claim: str, c: str, q: str, before: str, source: str) -> str:
     if not names or not _claim_names(claim, names):
         return ""
     said = {stem(w) for w in _bare_words(_tokens(c))}
-    head = _tokens(c.split(q, 1)[0])[-2:]
+    head = _tokens(c.split(q, 1)[0])[-2:] if q in c else []
     if any(t in _REFERS_BACK for t in head):  # "… the app: it 'checks with the carriers'"
         return ""
     rows = _row_names(source, q, names)
@@ -604,8 +604,8 @@ def claim_holds(
 def framing(query: str, titles: Iterable[str], evidence: Iterable[str] = ()) -> frozenset[str]:
     """What an English answer's framing may say besides the chunk it cites, as stems for
     :func:`verify_citations`: the question's words, the evidence titles' (the prompt shows
-    both) and the names the evidence writes capitalised ("Parcelio", which a section need not
-    repeat)."""
+    both) and the names the evidence capitalises inside a sentence ("Parcelio", which a
+    section need not repeat)."""
     names = [name for text in evidence for name in _names(text)]
     said = _tokens(normalise(" ".join([query, *titles, *names])))
     return frozenset(_stems(_bare_words(said)))
