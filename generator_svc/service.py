@@ -85,6 +85,13 @@ _LOGGED_DETAIL_CHARS = 160
 """How much of a verification reason the answer log keeps: reasons can quote the answer."""
 
 
+def _frames_quotes(draft: Draft) -> bool:
+    """Whether a citation quotes part of its sentence, so its framing is read: the extractive
+    answerer's never do, and deciding whether an answer is English loads a language model and
+    word frequencies (~110 MiB) that its deployments otherwise never need."""
+    return any((c.sentence and c.sentence != c.quote) or c.lead_in for c in draft.citations)
+
+
 class GeneratorMetrics:
     def __init__(self, metrics: ServiceMetrics) -> None:
         self.llm_calls = Counter(
@@ -298,7 +305,7 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
             draft.citations,
             {e.chunk_id: e.text for e in budget.kept},
             withheld=budget.trimmed_chunk_ids,
-            asked=framing_of(inp, draft.text),
+            asked=framing_of(inp, draft.text) if _frames_quotes(draft) else None,
         )
         failed = [c for c in checks if not c.verified]
         unverifiable = list(draft.unverifiable)
