@@ -7,6 +7,7 @@ import re
 import unicodedata
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from candor.text import SCAFFOLD, sentences, stem, zipf
 
@@ -382,7 +383,8 @@ _REFERS_BACK = frozenset(
 _BOLD = re.compile(r"\*\*([^*]+)\*\*")
 
 
-def _proper_words(text: str) -> set[str]:
+@lru_cache(maxsize=256)
+def _proper_words(text: str) -> frozenset[str]:
     """The words ``text`` always capitalises and uses as names, folded: rare ones wherever they
     stand ("SwiftPost holds …"), common ones ("Scale", "Finance") where it also capitalises
     them inside a sentence or in bold; not "Each" or "Customers" opening a sentence, nor
@@ -393,7 +395,7 @@ def _proper_words(text: str) -> set[str]:
         capitalised[key] = capitalised.get(key, True) and w[0].isupper()
     marked = {w.casefold() for w in _names(text)}
     marked |= {w.casefold() for bold in _BOLD.findall(text) for w in _WORD.findall(bold)}
-    return {
+    return frozenset(
         w
         for w, always in capitalised.items()
         if always
@@ -402,7 +404,7 @@ def _proper_words(text: str) -> set[str]:
         and w not in SCAFFOLD
         and zipf(w) < FUNCTION_WORD_ZIPF
         and (zipf(w) < COMMON_ZIPF or w in marked)
-    }
+    )
 
 
 def _names_before(before: str, names: Collection[str]) -> set[str]:
@@ -585,12 +587,12 @@ def claim_holds(
     why = ""
     # Whose fact the quote is: English only, as framing is (``asked``); German capitalises
     # every noun.
-    owners = quoted and asked is not None
+    read_names = quoted and asked is not None
     for start, end in places:
         lo, hi = _window(spans, s, start, end)
         if dropped := sorted(_beside(s, lo, hi, start, end) - {_kind(t) for t in _tokens(c)}):
             why = f"the evidence says {', '.join(dropped)} beside the quoted words"
-        elif owners and (unnamed := _owner_missing(claim, c, q, s[lo:start], source)):
+        elif read_names and (unnamed := _owner_missing(claim, c, q, s[lo:start], source)):
             why = f"the evidence gives the quoted words to {unnamed}"
         elif quoted:
             why = _beyond(c, quotes, s[lo:hi], _context(spans, s, lo, heading), s, other, asked)

@@ -325,6 +325,7 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
             note = f"{len(grounded.unsupported)} sentence(s) not supported by the evidence"
             detail = f"{detail}; {note}" if detail else note
             problems.append(note)
+        # Each failed citation by its own reason, not the "N citation(s) did not hold" summary.
         for why in [c.failure for c in failed] + problems[bool(failed) :]:
             self._m.verification_failures.labels(failure_reason(why)).inc()
         self._m.verifications.labels("passed" if passed else "failed").inc()
