@@ -60,6 +60,9 @@ class ServerSettings:
     """How long calls already running on a connection past its age may finish before it is
     closed under them (UNAVAILABLE): at least the longest call clients make (``candor ingest``
     gives a batch 300 s). New calls go to a new connection meanwhile."""
+    max_in_flight: int = 0
+    """Calls to this service running at once; one more is refused UNAVAILABLE (reason
+    OVERLOADED, a retry hint) before any work. 0: no limit. Health checks never count."""
 
 
 @dataclass(frozen=True)
@@ -262,7 +265,9 @@ class TranslationSettings(ChatEndpointSettings):
 
 @dataclass(frozen=True)
 class GateSettings:
-    server: ServerSettings = ServerSettings(port=50052, metrics_port=9102)
+    server: ServerSettings = ServerSettings(port=50052, metrics_port=9102, max_in_flight=32)
+    """max_in_flight 32: about what two cores run before queued calls' evidence reads time out
+    (0.5 s at 75-95 Evaluate calls a second; docs/benchmarks.md "Load shedding")."""
     policy_path: str = ""
     """YAML threshold config; empty means the packaged default."""
     shadow_policy_path: str = ""
@@ -639,6 +644,7 @@ def _validate(s: Settings) -> None:
                 f"{name}.server.max_connection_age_grace_seconds must be >= 0",
             ),
             (srv.max_message_bytes >= 1024, f"{name}.server.max_message_bytes must be >= 1024"),
+            (srv.max_in_flight >= 0, f"{name}.server.max_in_flight must be >= 0 (0: no limit)"),
         ]
     checks += _key_checks(s.auth.keys)
     for ok, message in checks:

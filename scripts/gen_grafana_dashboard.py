@@ -412,6 +412,36 @@ ROWS: list[tuple[str, list[Panel]]] = [
                 unit="percentunit",
                 width=12,
             ),
+            Panel(
+                "Calls in flight per pod, against the limit",
+                [
+                    (
+                        f"candor_server_calls_in_flight{{{NS}}}",
+                        "{{pod}} in flight",
+                    ),
+                    (
+                        f"candor_server_max_in_flight{{{NS}}} > 0",
+                        "{{pod}} limit",
+                    ),
+                ],
+                width=12,
+                description="server.max_in_flight: a pod at its limit refuses the next call "
+                "UNAVAILABLE (OVERLOADED). Health checks are not counted.",
+            ),
+            Panel(
+                "Shed calls (over the in-flight limit)",
+                [
+                    (
+                        f"sum by (grpc_service) (rate(candor_server_shed_total{{{NS}}}[{RI}]))",
+                        "{{grpc_service}}",
+                    )
+                ],
+                unit="reqps",
+                width=12,
+                description="Calls refused before any work because their pod had "
+                "server.max_in_flight running; callers retry with backoff. Sustained: add replicas "
+                "(runbook CandorLoadShedding).",
+            ),
         ],
     ),
 ]

@@ -26,7 +26,8 @@ class FieldViolations:
         return bool(self.items)
 
 
-def _status(code: grpc.StatusCode, message: str, details: Iterable[object]) -> grpc.Status:
+def status_with(code: grpc.StatusCode, message: str, details: Iterable[object]) -> grpc.Status:
+    """A rich status: ``code`` and ``message`` with ``details`` (google.rpc messages) packed."""
     packed = []
     for detail in details:
         any_msg = any_pb2.Any()
@@ -62,14 +63,14 @@ def bad_request_status(
         ]
     )
     summary = _cut("; ".join(f"{f}: {d}" if f else d for f, d in items), MAX_SUMMARY)
-    return _status(grpc.StatusCode.INVALID_ARGUMENT, f"{message}: {summary}", [detail])
+    return status_with(grpc.StatusCode.INVALID_ARGUMENT, f"{message}: {summary}", [detail])
 
 
 def error_info_status(
     code: grpc.StatusCode, reason: str, message: str, metadata: dict[str, str] | None = None
 ) -> grpc.Status:
     detail = error_details_pb2.ErrorInfo(reason=reason, domain=DOMAIN, metadata=metadata or {})
-    return _status(code, message, [detail])
+    return status_with(code, message, [detail])
 
 
 async def abort_with(context: grpc.aio.ServicerContext, status: grpc.Status) -> NoReturn:

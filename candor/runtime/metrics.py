@@ -12,8 +12,10 @@ from wsgiref.simple_server import WSGIServer
 
 import grpc
 from opentelemetry import trace
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from candor.runtime.admission import InFlightLimit, overloaded_status
+from candor.runtime.errors import abort_with
 from candor.runtime.tracing import record_call_status
 
 log = logging.getLogger("candor.server")
@@ -50,6 +52,24 @@ class ServiceMetrics:
             "grpc_server_msg_sent_total",
             "Stream messages sent by the server.",
             labels,
+            registry=self.registry,
+        )
+        self.in_flight = Gauge(
+            "candor_server_calls_in_flight",
+            "Calls to this server's own methods running now (not health checks or reflection).",
+            ["grpc_service"],
+            registry=self.registry,
+        )
+        self.max_in_flight = Gauge(
+            "candor_server_max_in_flight",
+            "server.max_in_flight: calls past it are refused UNAVAILABLE (0: no limit).",
+            ["grpc_service"],
+            registry=self.registry,
+        )
+        self.shed = Counter(
+            "candor_server_shed_total",
+            "Calls refused UNAVAILABLE (reason OVERLOADED) because max_in_flight were running.",
+            ["grpc_service"],
             registry=self.registry,
         )
 
@@ -112,10 +132,22 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
     server span and logs a servicer's unexpected exception under the call's trace id (so it
     must run inside the OpenTelemetry interceptor)."""
 
-    def __init__(self, metrics: ServiceMetrics, services: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        metrics: ServiceMetrics,
+        services: Iterable[str] = (),
+        limit: InFlightLimit | None = None,
+    ) -> None:
         self._m = metrics
         self._services = frozenset(services)
-        """The services this server has: the only grpc_service values an unknown method gets."""
+        """The services this server has: the only grpc_service values an unknown method gets,
+        and the only ones ``limit`` counts and sheds (never health checks or reflection)."""
+        self._limit = limit
+        if limit is not None:
+            for name in self._services:
+                metrics.in_flight.labels(name).set_function(lambda: limit.running)
+                metrics.max_in_flight.labels(name).set(limit.limit)
+                metrics.shed.labels(name)
         self._closing = asyncio.Event()
         """Set at shutdown: writing handlers' open calls (grpc's health Watch, which never
         returns by itself) then end UNAVAILABLE instead of holding the server's grace."""
@@ -151,7 +183,9 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                 m.started.labels(*labels).inc()
                 start = time.perf_counter()
                 error: BaseException | None = None
+                slot = _Slot()
                 try:
+                    await self._admit(service, context, slot)
                     await _refuse_undecodable(context, request)
                     return await inner_uu(request, context)
                 except BaseException as exc:
@@ -159,6 +193,7 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                     await _abort_unexpected(context, details.method, exc)
                     raise
                 finally:
+                    slot.release()
                     m.handling.labels(*labels).observe(time.perf_counter() - start)
                     _finished(m, labels, code_of(context, error))
 
@@ -180,13 +215,18 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                 # the span: the call's own done callback comes first.
                 span = trace.get_current_span()
                 ended = False
+                slot = _Slot()
 
                 def done(_: object) -> None:
+                    # The same caller-cancel: this generator's finally may run only when it is
+                    # collected, and the slot must not be held until then.
+                    slot.release()
                     if not ended:
                         _left_early(span, context)
 
                 context.add_done_callback(done)
                 try:
+                    await self._admit(service, context, slot)
                     await _refuse_undecodable(context, request)
                     async for item in inner_us(request, context):
                         m.msg_sent.labels(*labels).inc()
@@ -197,6 +237,7 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                     raise
                 finally:
                     ended = True
+                    slot.release()
                     m.handling.labels(*labels).observe(time.perf_counter() - start)
                     _finished(m, labels, code_of(context, error))
 
@@ -204,6 +245,32 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                 stream, _lenient(handler.request_deserializer), handler.response_serializer
             )
         return handler
+
+    async def _admit(self, service: str, context: grpc.aio.ServicerContext, slot: _Slot) -> None:
+        """Take a slot for a call to one of this server's services, or refuse the call."""
+        limit = self._limit
+        if limit is None or service not in self._services:
+            return
+        if limit.try_enter():
+            slot.hold(limit)
+            return
+        self._m.shed.labels(service).inc()
+        await abort_with(context, overloaded_status(service, limit.limit))
+
+
+class _Slot:
+    """A call's place under the in-flight limit, given back once however the call ends."""
+
+    def __init__(self) -> None:
+        self._limit: InFlightLimit | None = None
+
+    def hold(self, limit: InFlightLimit) -> None:
+        self._limit = limit
+
+    def release(self) -> None:
+        limit, self._limit = self._limit, None
+        if limit is not None:
+            limit.leave()
 
 
 def _yielding(

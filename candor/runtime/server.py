@@ -13,6 +13,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from opentelemetry.instrumentation.grpc import aio_server_interceptor
 from opentelemetry.trace import TracerProvider
 
+from candor.runtime.admission import InFlightLimit
 from candor.runtime.metrics import MetricsInterceptor, ServiceMetrics
 from candor.runtime.reflection import enable_reflection
 from candor.runtime.tracing import configure_tracing
@@ -76,12 +77,13 @@ def server_interceptors(
     metrics: ServiceMetrics,
     tracer_provider: TracerProvider | None = None,
     services: Sequence[str] = (),
+    limit: InFlightLimit | None = None,
 ) -> list[grpc.aio.ServerInterceptor]:
     """Tracing outermost, metrics inside it: the metrics interceptor records each call's
-    status on the span the tracing one opened."""
+    status on the span the tracing one opened, a shed call's too."""
     return [
         aio_server_interceptor(tracer_provider),  # type: ignore[no-untyped-call]
-        MetricsInterceptor(metrics, services),
+        MetricsInterceptor(metrics, services, limit),
     ]
 
 
@@ -95,7 +97,9 @@ async def start_service(spec: ServiceSpec) -> RunningService:
     server: grpc.aio.Server | None = None
     try:
         configure_tracing(spec.name)
-        interceptors = server_interceptors(spec.metrics, services=[spec.name])
+        interceptors = server_interceptors(
+            spec.metrics, services=[spec.name], limit=InFlightLimit(s.max_in_flight)
+        )
         server = grpc.aio.server(
             interceptors=interceptors,
             options=[

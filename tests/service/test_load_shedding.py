@@ -1,0 +1,192 @@
+"""server.max_in_flight: calls past the limit are shed at once, health checks never are."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+
+import grpc
+import pytest
+from google.rpc import error_details_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_status import rpc_status
+
+from candor.runtime.admission import REASON, RETRY_DELAY_SECONDS, InFlightLimit, retry_delay_of
+from candor.runtime.server import RunningService, ServiceSpec, start_service
+from candor.settings import ServerSettings, SettingsError, load_settings
+from tests.helpers import free_ports, metric_value, scrape
+
+SERVICE = "candor.test.v1.HeldService"
+
+
+class Held:
+    """Handlers that run until the test lets them go."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.entered = 0
+
+    async def hold(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        self.entered += 1
+        await self.release.wait()
+        return b"done"
+
+    async def stream(
+        self, request: bytes, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[bytes]:
+        self.entered += 1
+        yield b"first"
+        await self.release.wait()
+        yield b"last"
+
+    def register(self, server: grpc.aio.Server) -> None:
+        ident = (lambda b: b, lambda b: b)
+        handler = grpc.method_handlers_generic_handler(
+            SERVICE,
+            {
+                "Hold": grpc.unary_unary_rpc_method_handler(self.hold, *ident),
+                "Stream": grpc.unary_stream_rpc_method_handler(self.stream, *ident),
+            },
+        )
+        server.add_generic_rpc_handlers((handler,))
+
+
+async def _start(held: Held, limit: int) -> RunningService:
+    port, metrics_port = free_ports(2)
+    settings = ServerSettings(
+        port=port, metrics_port=metrics_port, drain_delay_seconds=0, max_in_flight=limit
+    )
+    return await start_service(ServiceSpec(SERVICE, held.register, settings))
+
+
+async def _until(check: Callable[[], bool], seconds: float = 5.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + seconds
+    while not check():
+        if loop.time() > end:
+            raise AssertionError("condition not reached")
+        await asyncio.sleep(0.01)
+
+
+async def test_a_call_past_the_limit_is_refused_unavailable_with_a_retry_hint() -> None:
+    held = Held()
+    svc = await _start(held, limit=2)
+    try:
+        async with grpc.aio.insecure_channel(svc.address) as ch:
+            hold = ch.unary_unary(f"/{SERVICE}/Hold")
+            running = [asyncio.ensure_future(hold(b"", timeout=10)) for _ in range(2)]
+            await _until(lambda: held.entered == 2)
+
+            with pytest.raises(grpc.aio.AioRpcError) as shed:
+                await hold(b"", timeout=10)
+            assert shed.value.code() == grpc.StatusCode.UNAVAILABLE
+            assert "overloaded" in (shed.value.details() or "")
+            assert held.entered == 2, "a shed call must not reach the handler"
+            status = rpc_status.from_call(shed.value)  # type: ignore[arg-type]
+            assert status is not None
+            info = error_details_pb2.ErrorInfo()
+            assert status.details[0].Unpack(info)
+            assert info.reason == REASON and info.metadata["max_in_flight"] == "2"
+            assert retry_delay_of(shed.value) == pytest.approx(RETRY_DELAY_SECONDS)
+
+            # Kubernetes' probes must not fail because the pod is busy.
+            health = health_pb2_grpc.HealthStub(ch)
+            reply = await health.Check(health_pb2.HealthCheckRequest(service=SERVICE), timeout=5)
+            assert reply.status == health_pb2.HealthCheckResponse.SERVING
+
+            text = scrape(svc.spec.settings.metrics_port)
+            assert (
+                metric_value(text, "candor_server_calls_in_flight", {"grpc_service": SERVICE}) == 2
+            )
+            assert metric_value(text, "candor_server_max_in_flight", {"grpc_service": SERVICE}) == 2
+            assert metric_value(text, "candor_server_shed_total", {"grpc_service": SERVICE}) == 1
+            unavailable = {"grpc_method": "Hold", "grpc_code": "UNAVAILABLE"}
+            assert metric_value(text, "grpc_server_handled_total", unavailable) == 1
+
+            held.release.set()
+            assert await asyncio.gather(*running) == [b"done", b"done"]
+            # The slots came back: the next call runs.
+            assert await hold(b"", timeout=10) == b"done"
+            text = scrape(svc.spec.settings.metrics_port)
+            assert (
+                metric_value(text, "candor_server_calls_in_flight", {"grpc_service": SERVICE}) == 0
+            )
+    finally:
+        await svc.stop(0)
+
+
+async def test_a_stream_the_caller_cancels_gives_its_slot_back() -> None:
+    held = Held()
+    svc = await _start(held, limit=1)
+    try:
+        async with grpc.aio.insecure_channel(svc.address) as ch:
+            stream = ch.unary_stream(f"/{SERVICE}/Stream")
+            call = stream(b"", timeout=10)
+            assert await call.read() == b"first"
+            with pytest.raises(grpc.aio.AioRpcError) as shed:
+                await ch.unary_unary(f"/{SERVICE}/Hold")(b"", timeout=10)
+            assert shed.value.code() == grpc.StatusCode.UNAVAILABLE
+
+            call.cancel()
+            port = svc.spec.settings.metrics_port
+            labels = {"grpc_service": SERVICE}
+            await _until(
+                lambda: metric_value(scrape(port), "candor_server_calls_in_flight", labels) == 0
+            )
+            held.release.set()
+            replies = [r async for r in stream(b"", timeout=10)]
+            assert replies == [b"first", b"last"]
+    finally:
+        await svc.stop(0)
+
+
+async def test_no_limit_counts_calls_but_refuses_none() -> None:
+    held = Held()
+    svc = await _start(held, limit=0)
+    try:
+        async with grpc.aio.insecure_channel(svc.address) as ch:
+            hold = ch.unary_unary(f"/{SERVICE}/Hold")
+            running = [asyncio.ensure_future(hold(b"", timeout=10)) for _ in range(20)]
+            await _until(lambda: held.entered == 20)
+            text = scrape(svc.spec.settings.metrics_port)
+            labels = {"grpc_service": SERVICE}
+            assert metric_value(text, "candor_server_calls_in_flight", labels) == 20
+            assert metric_value(text, "candor_server_shed_total", labels) == 0
+            held.release.set()
+            assert await asyncio.gather(*running) == [b"done"] * 20
+    finally:
+        await svc.stop(0)
+
+
+def test_the_limit_counts_and_refuses_only_past_it() -> None:
+    limit = InFlightLimit(2)
+    assert limit.try_enter() and limit.try_enter()
+    assert not limit.try_enter()
+    assert limit.running == 2, "a refused call takes nothing"
+    limit.leave()
+    assert limit.try_enter()
+    unlimited = InFlightLimit(0)
+    assert all(unlimited.try_enter() for _ in range(1000))
+    with pytest.raises(RuntimeError):
+        InFlightLimit(1).leave()
+    with pytest.raises(ValueError):
+        InFlightLimit(-1)
+
+
+def test_a_plain_unavailable_is_not_read_as_a_shed() -> None:
+    class Plain(grpc.RpcError):
+        def code(self) -> grpc.StatusCode:
+            return grpc.StatusCode.UNAVAILABLE
+
+        def details(self) -> str:
+            return "connection refused"
+
+        def trailing_metadata(self) -> tuple[()]:
+            return ()
+
+    assert retry_delay_of(Plain()) is None
+
+
+def test_a_negative_limit_stops_start_up() -> None:
+    with pytest.raises(SettingsError, match=r"gate\.server\.max_in_flight"):
+        load_settings(env={"CANDOR_GATE__SERVER__MAX_IN_FLIGHT": "-1"})
