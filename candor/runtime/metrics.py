@@ -72,6 +72,13 @@ class ServiceMetrics:
             ["grpc_service"],
             registry=self.registry,
         )
+        self.oversized = Counter(
+            "candor_server_oversized_requests_total",
+            "Requests refused RESOURCE_EXHAUSTED for exceeding server.max_message_bytes (those "
+            "up to twice it; larger ones the transport refuses uncounted).",
+            ["grpc_service"],
+            registry=self.registry,
+        )
 
     def serve(self, host: str, port: int) -> None:
         """Expose /metrics on its own port (0 disables)."""
@@ -137,8 +144,11 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
         metrics: ServiceMetrics,
         services: Iterable[str] = (),
         limit: InFlightLimit | None = None,
+        max_request_bytes: int = 0,
     ) -> None:
         self._m = metrics
+        self._max_request_bytes = max_request_bytes
+        """Larger request bodies are refused RESOURCE_EXHAUSTED here, counted (0: unchecked)."""
         self._services = frozenset(services)
         """The services this server has: the only grpc_service values an unknown method gets,
         and the only ones ``limit`` counts and sheds (never health checks or reflection)."""
@@ -148,6 +158,8 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                 metrics.in_flight.labels(name).set_function(lambda: limit.running)
                 metrics.max_in_flight.labels(name).set(limit.limit)
                 metrics.shed.labels(name)
+        for name in self._services:
+            metrics.oversized.labels(name)
         self._closing = asyncio.Event()
         """Set at shutdown: writing handlers' open calls (grpc's health Watch, which never
         returns by itself) then end UNAVAILABLE instead of holding the server's grace."""
@@ -186,7 +198,7 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                 slot = _Slot()
                 try:
                     await self._admit(service, context, slot)
-                    await _refuse_undecodable(context, request)
+                    await _refuse_unreadable(context, request, m, service)
                     return await inner_uu(request, context)
                 except BaseException as exc:
                     error = exc
@@ -198,7 +210,9 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                     _finished(m, labels, code_of(context, error))
 
             return grpc.unary_unary_rpc_method_handler(
-                unary, _lenient(handler.request_deserializer), handler.response_serializer
+                unary,
+                _lenient(handler.request_deserializer, self._max_request_bytes),
+                handler.response_serializer,
             )
         if handler.unary_stream:
             inner_us = handler.unary_stream
@@ -227,7 +241,7 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                 context.add_done_callback(done)
                 try:
                     await self._admit(service, context, slot)
-                    await _refuse_undecodable(context, request)
+                    await _refuse_unreadable(context, request, m, service)
                     async for item in inner_us(request, context):
                         m.msg_sent.labels(*labels).inc()
                         yield item
@@ -242,7 +256,9 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                     _finished(m, labels, code_of(context, error))
 
             return grpc.unary_stream_rpc_method_handler(
-                stream, _lenient(handler.request_deserializer), handler.response_serializer
+                stream,
+                _lenient(handler.request_deserializer, self._max_request_bytes),
+                handler.response_serializer,
             )
         return handler
 
@@ -312,14 +328,26 @@ class _Undecodable:
         self.error = error
 
 
+class _Oversized:
+    """A request body over ``server.max_message_bytes``: refused by grpc's transport, the call
+    never reached an interceptor and showed in no metric. The transport's own limit is set
+    higher (server.py), so this one is met first."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+
+
 def _lenient(
-    deserialize: Callable[[bytes], Any] | None,
+    deserialize: Callable[[bytes], Any] | None, max_bytes: int = 0
 ) -> Callable[[bytes], Any] | None:
     if deserialize is None:
         return None
     strict = deserialize
 
     def parse(data: bytes) -> Any:
+        if max_bytes and len(data) > max_bytes:
+            return _Oversized(len(data), max_bytes)
         try:
             return strict(data)
         except Exception as exc:
@@ -328,7 +356,22 @@ def _lenient(
     return parse
 
 
-async def _refuse_undecodable(context: grpc.aio.ServicerContext, request: Any) -> None:
+async def _refuse_unreadable(
+    context: grpc.aio.ServicerContext, request: Any, m: ServiceMetrics, service: str
+) -> None:
+    if isinstance(request, _Oversized):
+        m.oversized.labels(service).inc()
+        log.info(
+            "request over the message limit",
+            extra={"size_bytes": request.size, "max_message_bytes": request.limit},
+        )
+        # RESOURCE_EXHAUSTED, as grpc's transport said: callers (our ingest client among them)
+        # read it as "send less in one message".
+        await context.abort(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            f"the request is {request.size:,} bytes; this server accepts at most "
+            f"{request.limit:,} in one message (server.max_message_bytes): send less per call",
+        )
     if isinstance(request, _Undecodable):
         log.info("undecodable request", extra={"error_type": type(request.error).__name__})
         await context.abort(

@@ -21,6 +21,10 @@ from candor.settings import ServerSettings
 
 log = logging.getLogger("candor.server")
 
+TRANSPORT_RECEIVE_FACTOR = 2
+"""The transport accepts requests up to this many times ``max_message_bytes``; the metrics
+interceptor refuses (and counts) those over the limit itself."""
+
 
 @dataclass
 class ServiceSpec:
@@ -78,12 +82,13 @@ def server_interceptors(
     tracer_provider: TracerProvider | None = None,
     services: Sequence[str] = (),
     limit: InFlightLimit | None = None,
+    max_request_bytes: int = 0,
 ) -> list[grpc.aio.ServerInterceptor]:
     """Tracing outermost, metrics inside it: the metrics interceptor records each call's
     status on the span the tracing one opened, a shed call's too."""
     return [
         aio_server_interceptor(tracer_provider),  # type: ignore[no-untyped-call]
-        MetricsInterceptor(metrics, services, limit),
+        MetricsInterceptor(metrics, services, limit, max_request_bytes),
     ]
 
 
@@ -98,12 +103,20 @@ async def start_service(spec: ServiceSpec) -> RunningService:
     try:
         configure_tracing(spec.name)
         interceptors = server_interceptors(
-            spec.metrics, services=[spec.name], limit=InFlightLimit(s.max_in_flight)
+            spec.metrics,
+            services=[spec.name],
+            limit=InFlightLimit(s.max_in_flight),
+            max_request_bytes=s.max_message_bytes,
         )
         server = grpc.aio.server(
             interceptors=interceptors,
             options=[
-                ("grpc.max_receive_message_length", s.max_message_bytes),
+                # The interceptor refuses a request over max_message_bytes itself, so it is
+                # counted; the transport still bounds what a call may make this server buffer.
+                (
+                    "grpc.max_receive_message_length",
+                    s.max_message_bytes * TRANSPORT_RECEIVE_FACTOR,
+                ),
                 ("grpc.max_send_message_length", s.max_message_bytes),
                 ("grpc.max_connection_age_ms", int(s.max_connection_age_seconds * 1000)),
                 # Not grace_seconds (10 s for retrieval): an upsert still running when its
