@@ -23,9 +23,16 @@ from candor.gate.v1 import gate_pb2 as pb
 from candor.gate.v1 import gate_pb2_grpc as pb_grpc
 from candor.generator.v1 import generator_pb2, generator_pb2_grpc
 from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
+from candor.runtime.admission import passed_on, retry_delay_of
 from candor.runtime.auth import Authenticator, forwarded_metadata
 from candor.runtime.deadline import DeadlineExhausted, caller_bound, downstream_timeout
-from candor.runtime.errors import FieldViolations, abort_info, abort_invalid, error_reason_of
+from candor.runtime.errors import (
+    FieldViolations,
+    abort_info,
+    abort_invalid,
+    abort_with,
+    error_reason_of,
+)
 from candor.runtime.message_size import trim_to_fit
 from candor.runtime.metrics import LATENCY_BUCKETS, ServiceMetrics, deadline_spent
 from candor.runtime.server import ServiceSpec
@@ -353,6 +360,12 @@ class GateServicer(pb_grpc.GateServiceServicer):
         except grpc.aio.AioRpcError as exc:
             # Seen from the gate: a retrieval it cannot reach has no failing arms of its own.
             self._downstream_ended("retrieval", exc.code(), bound)
+            if retry_delay_of(exc) is not None:
+                # Retrieval shed the call before any work (server.max_in_flight): a retry may
+                # be served, where an ARMS_UNAVAILABLE refusal would tell the caller that the
+                # knowledge base has nothing, and count as one on the refusal-rate alerts.
+                log.info("retrieval shed the gate's call", extra={"details": exc.details()})
+                await abort_with(context, passed_on(exc))
             if exc.code() in (
                 grpc.StatusCode.UNAVAILABLE,
                 grpc.StatusCode.INTERNAL,

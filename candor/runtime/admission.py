@@ -82,3 +82,12 @@ def retry_delay_of(error: grpc.RpcError) -> float | None:
             detail.Unpack(retry)
             delay = retry.retry_delay.ToTimedelta().total_seconds()
     return delay if shed else None
+
+
+def passed_on(error: grpc.RpcError) -> grpc.Status:
+    """A downstream's shed, as this server's caller should see it: its code, message and
+    details (ErrorInfo naming the service that shed, RetryInfo), unchanged."""
+    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    if status is None:
+        raise ValueError("the error carries no rich status")
+    return rpc_status.to_status(status)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import grpc
 import pytest
@@ -11,10 +12,14 @@ from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 
+from candor.cli.stack import start_stack
+from candor.gate.v1 import gate_pb2, gate_pb2_grpc
+from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from candor.runtime.admission import REASON, RETRY_DELAY_SECONDS, InFlightLimit, retry_delay_of
+from candor.runtime.errors import error_info_of
 from candor.runtime.server import RunningService, ServiceSpec, start_service
 from candor.settings import ServerSettings, SettingsError, load_settings
-from tests.helpers import free_ports, metric_value, scrape
+from tests.helpers import Stack, free_ports, metric_value, scrape, stack_env
 
 SERVICE = "candor.test.v1.HeldService"
 
@@ -190,3 +195,79 @@ def test_a_plain_unavailable_is_not_read_as_a_shed() -> None:
 def test_a_negative_limit_stops_start_up() -> None:
     with pytest.raises(SettingsError, match=r"gate\.server\.max_in_flight"):
         load_settings(env={"CANDOR_GATE__SERVER__MAX_IN_FLIGHT": "-1"})
+
+
+class HeldRetrieval(retrieval_pb2_grpc.RetrievalServiceServicer):
+    """Retrieval's API on the real runtime, with a Retrieve that waits to be let go: the
+    runtime's own limit then sheds the next call, as a busy retrieval pod would."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.entered = 0
+
+    async def Retrieve(
+        self, request: retrieval_pb2.RetrieveRequest, context: grpc.aio.ServicerContext
+    ) -> retrieval_pb2.RetrieveResponse:
+        self.entered += 1
+        await self.release.wait()
+        return retrieval_pb2.RetrieveResponse()
+
+
+async def test_a_gate_passes_retrievals_shed_on_instead_of_refusing(tmp_path: Path) -> None:
+    # A shed retrieval call became an ARMS_UNAVAILABLE refusal: "the knowledge base has
+    # nothing" to the caller and to the refusal-rate alerts, for a call a retry could serve.
+    held = HeldRetrieval()
+    port, metrics_port = free_ports(2)
+    settings = ServerSettings(
+        port=port, metrics_port=metrics_port, drain_delay_seconds=0, max_in_flight=1
+    )
+    retrieval = await start_service(
+        ServiceSpec(
+            "candor.retrieval.v1.RetrievalService",
+            lambda s: retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server(held, s),
+            settings,
+        )
+    )
+    env = stack_env(str(tmp_path / "data"), CANDOR_GATE__RETRIEVAL_TARGET=retrieval.address)
+    gate = await asyncio.to_thread(Stack, lambda: start_stack(load_settings(env=env), "gate"))
+    try:
+        async with (
+            grpc.aio.insecure_channel(retrieval.address) as rch,
+            grpc.aio.insecure_channel(gate.address("GateService")) as gch,
+        ):
+            busy = asyncio.ensure_future(
+                retrieval_pb2_grpc.RetrievalServiceStub(rch).Retrieve(
+                    retrieval_pb2.RetrieveRequest(tenant="t", query="q"), timeout=10
+                )
+            )
+            await _until(lambda: held.entered == 1)
+            stub = gate_pb2_grpc.GateServiceStub(gch)
+            request = gate_pb2.EvaluateRequest(tenant="t", query="What pressure for tyres?")
+            with pytest.raises(grpc.aio.AioRpcError) as shed:
+                await stub.Evaluate(request, timeout=10)
+            assert shed.value.code() == grpc.StatusCode.UNAVAILABLE
+            assert retry_delay_of(shed.value) == pytest.approx(RETRY_DELAY_SECONDS)
+            info = error_info_of(shed.value)
+            assert info is not None and info.reason == REASON
+            assert info.metadata["service"] == "candor.retrieval.v1.RetrievalService"
+            asked = stub.Ask(gate_pb2.AskRequest(tenant="t", query="What pressure?"), timeout=10)
+            with pytest.raises(grpc.aio.AioRpcError) as shed_ask:
+                await asyncio.wait_for(asyncio.ensure_future(_drain(asked)), 10)
+            assert retry_delay_of(shed_ask.value) is not None
+
+            text = await asyncio.to_thread(scrape, gate.metrics_port("GateService"))
+            assert metric_value(text, "candor_gate_decisions_total") == 0, "no decision made"
+            held.release.set()
+            await busy
+            # Retrieval free again: the gate decides (this stand-in finds nothing).
+            decision = (await stub.Evaluate(request, timeout=10)).decision
+            assert decision.outcome == gate_pb2.OUTCOME_REFUSE
+            assert decision.reason == gate_pb2.REASON_NO_HITS
+    finally:
+        await asyncio.to_thread(gate.stop)
+        await retrieval.stop(0)
+
+
+async def _drain(call: grpc.aio.UnaryStreamCall) -> None:  # type: ignore[type-arg]
+    async for _ in call:
+        pass
