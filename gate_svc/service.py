@@ -233,6 +233,31 @@ class GateMetrics:
         )
 
 
+RETRIEVE_RETRY: dict[str, object] = {
+    "name": [{"service": "candor.retrieval.v1.RetrievalService", "method": "Retrieve"}],
+    "retryPolicy": {
+        "maxAttempts": 3,
+        "initialBackoff": "0.05s",
+        "maxBackoff": "0.5s",
+        "backoffMultiplier": 2,
+        "retryableStatusCodes": ["UNAVAILABLE"],
+    },
+}
+"""Retrieve is a read: an UNAVAILABLE (a pod restarting or draining, or shedding at its
+max_in_flight) is tried again within the same deadline, on the next pod under round robin,
+before the gate refuses ARMS_UNAVAILABLE or passes the shed on."""
+RETRY_THROTTLING = {"maxTokens": 10, "tokenRatio": 0.1}
+"""grpc's retry budget per channel: when most calls fail, retries stop adding load."""
+
+
+def _service_config(load_balancing: str, retry: dict[str, object] | None = None) -> tuple[str, str]:
+    config: dict[str, object] = {"loadBalancingConfig": [{load_balancing: {}}]}
+    if retry is not None:
+        config["methodConfig"] = [retry]
+        config["retryThrottling"] = RETRY_THROTTLING
+    return ("grpc.service_config", json.dumps(config))
+
+
 def _receive_limit(server: ServerSettings) -> tuple[str, int]:
     return ("grpc.max_receive_message_length", server.max_message_bytes)
 
@@ -282,20 +307,24 @@ class GateServicer(pb_grpc.GateServiceServicer):
         self._reader_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evidence-reader")
         self._signer, self._auth, self._m = signer, auth, metrics
         interceptors = aio_client_interceptors()  # type: ignore[no-untyped-call]
-        balancing = (
-            "grpc.service_config",
-            json.dumps({"loadBalancingConfig": [{self._s.load_balancing: {}}]}),
-        )
         # A reply may be as large as its server sends (server.max_message_bytes in that
         # service's section), not the client's 4 MiB default.
         self._retrieval_channel = grpc.aio.insecure_channel(
             self._s.retrieval_target,
-            options=[balancing, _receive_limit(settings.retrieval.server)],
+            options=[
+                _service_config(self._s.load_balancing, retry=RETRIEVE_RETRY),
+                _receive_limit(settings.retrieval.server),
+            ],
             interceptors=interceptors,
         )
+        # Generate is not retried: its pass token is single-use, so a second attempt after
+        # one that reached the generator would be refused as a replay.
         self._generator_channel = grpc.aio.insecure_channel(
             self._s.generator_target,
-            options=[balancing, _receive_limit(settings.generator.server)],
+            options=[
+                _service_config(self._s.load_balancing),
+                _receive_limit(settings.generator.server),
+            ],
             interceptors=interceptors,
         )
         self._retrieval = retrieval_pb2_grpc.RetrievalServiceStub(self._retrieval_channel)

@@ -271,3 +271,51 @@ async def test_a_gate_passes_retrievals_shed_on_instead_of_refusing(tmp_path: Pa
 async def _drain(call: grpc.aio.UnaryStreamCall) -> None:  # type: ignore[type-arg]
     async for _ in call:
         pass
+
+
+class FailsFirst(retrieval_pb2_grpc.RetrievalServiceServicer):
+    """A Retrieve that fails its first ``failures`` calls UNAVAILABLE (a pod draining, one
+    shedding), then answers."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.calls = 0
+
+    async def Retrieve(
+        self, request: retrieval_pb2.RetrieveRequest, context: grpc.aio.ServicerContext
+    ) -> retrieval_pb2.RetrieveResponse:
+        self.calls += 1
+        if self.calls <= self.failures:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")
+        return retrieval_pb2.RetrieveResponse()
+
+
+@pytest.mark.parametrize(("failures", "decided"), [(2, True), (3, False)])
+async def test_the_gate_retries_an_unavailable_retrieve_within_its_budget(
+    tmp_path: Path, failures: int, decided: bool
+) -> None:
+    # Without retries one draining retrieval pod turned Evaluate into ARMS_UNAVAILABLE refusals.
+    servicer = FailsFirst(failures)
+    port, metrics_port = free_ports(2)
+    settings = ServerSettings(port=port, metrics_port=metrics_port, drain_delay_seconds=0)
+    retrieval = await start_service(
+        ServiceSpec(
+            "candor.retrieval.v1.RetrievalService",
+            lambda s: retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server(servicer, s),
+            settings,
+        )
+    )
+    env = stack_env(str(tmp_path / "data"), CANDOR_GATE__RETRIEVAL_TARGET=retrieval.address)
+    gate = await asyncio.to_thread(Stack, lambda: start_stack(load_settings(env=env), "gate"))
+    try:
+        async with grpc.aio.insecure_channel(gate.address("GateService")) as ch:
+            reply = await gate_pb2_grpc.GateServiceStub(ch).Evaluate(
+                gate_pb2.EvaluateRequest(tenant="t", query="What pressure for tyres?"), timeout=10
+            )
+    finally:
+        await asyncio.to_thread(gate.stop)
+        await retrieval.stop(0)
+    # Three attempts in all: two failures are absorbed, a third is the gate's to handle.
+    assert servicer.calls == 3
+    want = gate_pb2.REASON_NO_HITS if decided else gate_pb2.REASON_ARMS_UNAVAILABLE
+    assert reply.decision.reason == want
