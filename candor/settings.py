@@ -643,7 +643,10 @@ def _validate(s: Settings) -> None:
                 srv.max_connection_age_grace_seconds >= 0,
                 f"{name}.server.max_connection_age_grace_seconds must be >= 0",
             ),
-            (srv.max_message_bytes >= 1024, f"{name}.server.max_message_bytes must be >= 1024"),
+            (
+                1024 <= srv.max_message_bytes <= 2**31 - 1,
+                f"{name}.server.max_message_bytes must be between 1024 and 2147483647",
+            ),
             (srv.max_in_flight >= 0, f"{name}.server.max_in_flight must be >= 0 (0: no limit)"),
         ]
     checks += _key_checks(s.auth.keys)

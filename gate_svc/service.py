@@ -23,7 +23,7 @@ from candor.gate.v1 import gate_pb2 as pb
 from candor.gate.v1 import gate_pb2_grpc as pb_grpc
 from candor.generator.v1 import generator_pb2, generator_pb2_grpc
 from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
-from candor.runtime.admission import passed_on, retry_delay_of
+from candor.runtime.admission import passed_on, release_slot, retry_delay_of
 from candor.runtime.auth import Authenticator, forwarded_metadata
 from candor.runtime.deadline import DeadlineExhausted, caller_bound, downstream_timeout
 from candor.runtime.errors import (
@@ -755,6 +755,9 @@ class GateServicer(pb_grpc.GateServiceServicer):
         decision = await self._decide(
             request.tenant, request.query, request.language, request.mode, context
         )
+        # The CPU work is done; the rest relays the generator. server.max_in_flight bounds
+        # decisions being made, not answers an LLM takes seconds to write.
+        release_slot()
         yield pb.AskResponse(decision=decision)
         if decision.outcome not in (pb.OUTCOME_PASS, pb.OUTCOME_CLARIFY):
             return
@@ -783,6 +786,11 @@ class GateServicer(pb_grpc.GateServiceServicer):
             self._downstream_ended("generator", grpc.StatusCode.OK)
         except grpc.aio.AioRpcError as exc:
             self._downstream_ended("generator", exc.code(), bound)
+            if retry_delay_of(exc) is not None:
+                # The generator shed the call before reading it, so its pass token is unspent
+                # and asking again is safe: said so, with the generator's own retry hint.
+                log.info("the generator shed the gate's call", extra={"details": exc.details()})
+                await abort_with(context, passed_on(exc))
             cause = error_reason_of(exc)
             log.warning(
                 "generation failed",

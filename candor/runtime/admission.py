@@ -9,6 +9,8 @@ there is one), before it costs any work; health checks and reflection are never 
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+
 import grpc
 from google.protobuf import duration_pb2
 from google.rpc import error_details_pb2
@@ -18,6 +20,7 @@ from candor.runtime.errors import DOMAIN, status_with
 
 RETRY_DELAY_SECONDS = 0.1
 """The retry hint a refused call carries (google.rpc.RetryInfo): a call here takes 5-50 ms."""
+MIN_RETRY_DELAY_SECONDS = 0.01
 REASON = "OVERLOADED"
 
 
@@ -46,21 +49,52 @@ class InFlightLimit:
         self.running -= 1
 
 
-def overloaded_status(service: str, limit: int) -> grpc.Status:
-    """UNAVAILABLE with ErrorInfo (reason OVERLOADED, the limit) and a RetryInfo hint.
+class Slot:
+    """A call's place under the limit, given back once however the call ends (or earlier,
+    by ``release_slot``)."""
+
+    def __init__(self) -> None:
+        self._limit: InFlightLimit | None = None
+        self.shed = False
+        """The call was refused for want of a slot."""
+
+    def hold(self, limit: InFlightLimit) -> None:
+        self._limit = limit
+        _CURRENT.set(self)
+
+    def release(self) -> None:
+        limit, self._limit = self._limit, None
+        if limit is not None:
+            limit.leave()
+
+
+_CURRENT: ContextVar[Slot | None] = ContextVar("candor_call_slot", default=None)
+
+
+def release_slot() -> None:
+    """Give back the current call's slot before the call ends: what is left of it waits on
+    another service (the gate relaying an LLM's answer for up to 30 s), not on this server's
+    CPU, and holding the slot meanwhile shed calls while the CPU sat idle. No-op outside a
+    call that holds one."""
+    slot = _CURRENT.get()
+    if slot is not None:
+        slot.release()
+
+
+def overloaded_status(service: str) -> grpc.Status:
+    """UNAVAILABLE with ErrorInfo (reason OVERLOADED, the service) and a RetryInfo hint.
 
     Not RESOURCE_EXHAUSTED (what grpc's own ``maximum_concurrent_rpcs`` sends): our ingest
     client, like many, reads that as a message over the size limit and splits its batch, and
     round-robin callers retry UNAVAILABLE on another pod."""
-    info = error_details_pb2.ErrorInfo(
-        reason=REASON, domain=DOMAIN, metadata={"service": service, "max_in_flight": str(limit)}
-    )
+    # Not the limit itself: the call is refused before authentication, and the limit is the
+    # operator's to see (candor_server_max_in_flight), not any caller's.
+    info = error_details_pb2.ErrorInfo(reason=REASON, domain=DOMAIN, metadata={"service": service})
     delay = duration_pb2.Duration()
     delay.FromMilliseconds(int(RETRY_DELAY_SECONDS * 1000))
     retry = error_details_pb2.RetryInfo(retry_delay=delay)
     message = (
-        f"{service} is overloaded: {limit} calls already in flight on this server; "
-        "retry with backoff"
+        f"{service} is overloaded: too many calls in flight on this server; retry with backoff"
     )
     return status_with(grpc.StatusCode.UNAVAILABLE, message, [info, retry])
 
@@ -68,7 +102,10 @@ def overloaded_status(service: str, limit: int) -> grpc.Status:
 def retry_delay_of(error: grpc.RpcError) -> float | None:
     """Client side: seconds to wait before retrying a call a server shed, or None when the
     error is not a shed (ErrorInfo reason OVERLOADED)."""
-    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    try:
+        status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    except ValueError:  # details that disagree with the call's code or message
+        return None
     if status is None:
         return None
     shed, delay = False, RETRY_DELAY_SECONDS
@@ -76,12 +113,13 @@ def retry_delay_of(error: grpc.RpcError) -> float | None:
         if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
             info = error_details_pb2.ErrorInfo()
             detail.Unpack(info)
-            shed = info.reason == REASON and info.domain == DOMAIN
+            shed = shed or (info.reason == REASON and info.domain == DOMAIN)
         elif detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
             retry = error_details_pb2.RetryInfo()
             detail.Unpack(retry)
             delay = retry.retry_delay.ToTimedelta().total_seconds()
-    return delay if shed else None
+    # A zero or negative hint would make a caller's backoff a busy loop.
+    return max(delay, MIN_RETRY_DELAY_SECONDS) if shed else None
 
 
 def passed_on(error: grpc.RpcError) -> grpc.Status:

@@ -14,7 +14,7 @@ import grpc
 from opentelemetry import trace
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from candor.runtime.admission import InFlightLimit, overloaded_status
+from candor.runtime.admission import InFlightLimit, Slot, overloaded_status
 from candor.runtime.errors import abort_with
 from candor.runtime.tracing import record_call_status
 
@@ -195,10 +195,12 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                 m.started.labels(*labels).inc()
                 start = time.perf_counter()
                 error: BaseException | None = None
-                slot = _Slot()
+                slot = Slot()
                 try:
-                    await self._admit(service, context, slot)
+                    # A body that can never be served is refused first: shed, it would be
+                    # retried as if it could.
                     await _refuse_unreadable(context, request, m, service)
+                    await self._admit(service, context, slot)
                     return await inner_uu(request, context)
                 except BaseException as exc:
                     error = exc
@@ -206,8 +208,7 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                     raise
                 finally:
                     slot.release()
-                    m.handling.labels(*labels).observe(time.perf_counter() - start)
-                    _finished(m, labels, code_of(context, error))
+                    _finished(m, labels, code_of(context, error), slot, start)
 
             return grpc.unary_unary_rpc_method_handler(
                 unary,
@@ -229,7 +230,7 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                 # the span: the call's own done callback comes first.
                 span = trace.get_current_span()
                 ended = False
-                slot = _Slot()
+                slot = Slot()
 
                 def done(_: object) -> None:
                     # The same caller-cancel: this generator's finally may run only when it is
@@ -240,8 +241,8 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
 
                 context.add_done_callback(done)
                 try:
-                    await self._admit(service, context, slot)
                     await _refuse_unreadable(context, request, m, service)
+                    await self._admit(service, context, slot)
                     async for item in inner_us(request, context):
                         m.msg_sent.labels(*labels).inc()
                         yield item
@@ -252,8 +253,7 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                 finally:
                     ended = True
                     slot.release()
-                    m.handling.labels(*labels).observe(time.perf_counter() - start)
-                    _finished(m, labels, code_of(context, error))
+                    _finished(m, labels, code_of(context, error), slot, start)
 
             return grpc.unary_stream_rpc_method_handler(
                 stream,
@@ -262,7 +262,7 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
             )
         return handler
 
-    async def _admit(self, service: str, context: grpc.aio.ServicerContext, slot: _Slot) -> None:
+    async def _admit(self, service: str, context: grpc.aio.ServicerContext, slot: Slot) -> None:
         """Take a slot for a call to one of this server's services, or refuse the call."""
         limit = self._limit
         if limit is None or service not in self._services:
@@ -270,23 +270,9 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
         if limit.try_enter():
             slot.hold(limit)
             return
+        slot.shed = True
         self._m.shed.labels(service).inc()
-        await abort_with(context, overloaded_status(service, limit.limit))
-
-
-class _Slot:
-    """A call's place under the in-flight limit, given back once however the call ends."""
-
-    def __init__(self) -> None:
-        self._limit: InFlightLimit | None = None
-
-    def hold(self, limit: InFlightLimit) -> None:
-        self._limit = limit
-
-    def release(self) -> None:
-        limit, self._limit = self._limit, None
-        if limit is not None:
-            limit.leave()
+        await abort_with(context, overloaded_status(service))
 
 
 def _yielding(
@@ -464,6 +450,16 @@ def _left_early(span: trace.Span, context: grpc.aio.ServicerContext) -> None:
     record_call_status(_left_with(context), span)
 
 
-def _finished(m: ServiceMetrics, labels: tuple[str, str, str], code: grpc.StatusCode) -> None:
+def _finished(
+    m: ServiceMetrics,
+    labels: tuple[str, str, str],
+    code: grpc.StatusCode,
+    slot: Slot,
+    start: float,
+) -> None:
+    if not slot.shed:
+        # A shed call took no time: timed, it counted as a fast good call in the latency SLO
+        # and pulled p50/p99 down just when the server was overloaded.
+        m.handling.labels(*labels).observe(time.perf_counter() - start)
     m.handled.labels(*labels, code.name).inc()
     record_call_status(code)

@@ -24,6 +24,8 @@ log = logging.getLogger("candor.server")
 TRANSPORT_RECEIVE_FACTOR = 2
 """The transport accepts requests up to this many times ``max_message_bytes``; the metrics
 interceptor refuses (and counts) those over the limit itself."""
+MAX_GRPC_MESSAGE_BYTES = 2**31 - 1
+"""grpc's channel arguments are C ints: a larger one fails the server's creation."""
 
 
 @dataclass
@@ -115,7 +117,7 @@ async def start_service(spec: ServiceSpec) -> RunningService:
                 # counted; the transport still bounds what a call may make this server buffer.
                 (
                     "grpc.max_receive_message_length",
-                    s.max_message_bytes * TRANSPORT_RECEIVE_FACTOR,
+                    min(s.max_message_bytes * TRANSPORT_RECEIVE_FACTOR, MAX_GRPC_MESSAGE_BYTES),
                 ),
                 ("grpc.max_send_message_length", s.max_message_bytes),
                 ("grpc.max_connection_age_ms", int(s.max_connection_age_seconds * 1000)),

@@ -14,12 +14,13 @@ from grpc_status import rpc_status
 
 from candor.cli.stack import start_stack
 from candor.gate.v1 import gate_pb2, gate_pb2_grpc
+from candor.generator.v1 import generator_pb2, generator_pb2_grpc
 from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from candor.runtime.admission import REASON, RETRY_DELAY_SECONDS, InFlightLimit, retry_delay_of
 from candor.runtime.errors import error_info_of
 from candor.runtime.server import RunningService, ServiceSpec, start_service
-from candor.settings import ServerSettings, SettingsError, load_settings
-from tests.helpers import Stack, free_ports, metric_value, scrape, stack_env
+from candor.settings import ServerSettings, load_settings
+from tests.helpers import Stack, free_ports, metric_value, scrape, seed_bikes, stack_env
 
 SERVICE = "candor.test.v1.HeldService"
 
@@ -91,7 +92,7 @@ async def test_a_call_past_the_limit_is_refused_unavailable_with_a_retry_hint() 
             assert status is not None
             info = error_details_pb2.ErrorInfo()
             assert status.details[0].Unpack(info)
-            assert info.reason == REASON and info.metadata["max_in_flight"] == "2"
+            assert info.reason == REASON and dict(info.metadata) == {"service": SERVICE}
             assert retry_delay_of(shed.value) == pytest.approx(RETRY_DELAY_SECONDS)
 
             # Kubernetes' probes must not fail because the pod is busy.
@@ -107,6 +108,9 @@ async def test_a_call_past_the_limit_is_refused_unavailable_with_a_retry_hint() 
             assert metric_value(text, "candor_server_shed_total", {"grpc_service": SERVICE}) == 1
             unavailable = {"grpc_method": "Hold", "grpc_code": "UNAVAILABLE"}
             assert metric_value(text, "grpc_server_handled_total", unavailable) == 1
+            # Not timed: a shed call's ~0 ms counted as a fast good call in the latency SLO.
+            timed = {"grpc_method": "Hold"}
+            assert metric_value(text, "grpc_server_handling_seconds_count", timed) == 0
 
             held.release.set()
             assert await asyncio.gather(*running) == [b"done", b"done"]
@@ -178,23 +182,69 @@ def test_the_limit_counts_and_refuses_only_past_it() -> None:
         InFlightLimit(-1)
 
 
-def test_a_plain_unavailable_is_not_read_as_a_shed() -> None:
-    class Plain(grpc.RpcError):
-        def code(self) -> grpc.StatusCode:
-            return grpc.StatusCode.UNAVAILABLE
-
-        def details(self) -> str:
-            return "connection refused"
-
-        def trailing_metadata(self) -> tuple[()]:
-            return ()
-
-    assert retry_delay_of(Plain()) is None
+async def test_an_unavailable_that_is_not_a_shed_has_no_retry_hint() -> None:
+    (dead,) = free_ports(1)
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{dead}") as ch:
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await ch.unary_unary(f"/{SERVICE}/Hold")(b"", timeout=5)
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert retry_delay_of(refused.value) is None
 
 
-def test_a_negative_limit_stops_start_up() -> None:
-    with pytest.raises(SettingsError, match=r"gate\.server\.max_in_flight"):
-        load_settings(env={"CANDOR_GATE__SERVER__MAX_IN_FLIGHT": "-1"})
+class Failing:
+    """A handler that fails, and one that runs past its caller's deadline."""
+
+    async def fail(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        raise RuntimeError("a servicer bug")
+
+    async def slow(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        await asyncio.sleep(30)
+        return b"late"
+
+    def register(self, server: grpc.aio.Server) -> None:
+        ident = (lambda b: b, lambda b: b)
+        handler = grpc.method_handlers_generic_handler(
+            SERVICE,
+            {
+                "Fail": grpc.unary_unary_rpc_method_handler(self.fail, *ident),
+                "Slow": grpc.unary_unary_rpc_method_handler(self.slow, *ident),
+            },
+        )
+        server.add_generic_rpc_handlers((handler,))
+
+
+@pytest.mark.parametrize("ending", ["error", "deadline", "cancel"])
+async def test_a_call_that_ends_badly_gives_its_slot_back(ending: str) -> None:
+    port, metrics_port = free_ports(2)
+    settings = ServerSettings(
+        port=port, metrics_port=metrics_port, drain_delay_seconds=0, max_in_flight=1
+    )
+    svc = await start_service(ServiceSpec(SERVICE, Failing().register, settings))
+    labels = {"grpc_service": SERVICE}
+    try:
+        async with grpc.aio.insecure_channel(svc.address) as ch:
+            for _ in range(3):  # with one slot, a leak sheds the second call
+                if ending == "error":
+                    with pytest.raises(grpc.aio.AioRpcError) as err:
+                        await ch.unary_unary(f"/{SERVICE}/Fail")(b"", timeout=5)
+                    assert err.value.code() == grpc.StatusCode.UNKNOWN
+                elif ending == "deadline":
+                    with pytest.raises(grpc.aio.AioRpcError) as err:
+                        await ch.unary_unary(f"/{SERVICE}/Slow")(b"", timeout=0.2)
+                    assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+                else:
+                    call = ch.unary_unary(f"/{SERVICE}/Slow")(b"", timeout=5)
+                    await asyncio.sleep(0.2)
+                    call.cancel()
+                await _until(
+                    lambda: (
+                        metric_value(scrape(metrics_port), "candor_server_calls_in_flight", labels)
+                        == 0
+                    )
+                )
+        assert metric_value(scrape(metrics_port), "candor_server_shed_total", labels) == 0
+    finally:
+        await svc.stop(0)
 
 
 class HeldRetrieval(retrieval_pb2_grpc.RetrievalServiceServicer):
@@ -319,3 +369,88 @@ async def test_the_gate_retries_an_unavailable_retrieve_within_its_budget(
     assert servicer.calls == 3
     want = gate_pb2.REASON_NO_HITS if decided else gate_pb2.REASON_ARMS_UNAVAILABLE
     assert reply.decision.reason == want
+
+
+class HeldGenerator(generator_pb2_grpc.GeneratorServiceServicer):
+    """The generator's API on the real runtime, writing its answer only when let go: an LLM
+    taking seconds. It checks no token (the gate's own handling is under test)."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.entered = 0
+
+    async def Generate(
+        self, request: generator_pb2.GenerateRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[generator_pb2.GenerateResponse]:
+        self.entered += 1
+        await self.release.wait()
+        yield generator_pb2.GenerateResponse(
+            final=generator_pb2.AnswerFinal(answer="80 to 100 psi")
+        )
+
+
+async def test_an_ask_waiting_on_its_answer_holds_no_gate_slot_and_a_generator_shed_is_passed_on(
+    tmp_path: Path,
+) -> None:
+    # The gate's slot bounds decisions being made. Held while an LLM wrote the answer, 32
+    # slow answers shed every call while the gate's CPU sat idle.
+    held = HeldGenerator()
+    port, metrics_port = free_ports(2)
+    generator = await start_service(
+        ServiceSpec(
+            "candor.generator.v1.GeneratorService",
+            lambda s: generator_pb2_grpc.add_GeneratorServiceServicer_to_server(held, s),
+            ServerSettings(
+                port=port, metrics_port=metrics_port, drain_delay_seconds=0, max_in_flight=1
+            ),
+        )
+    )
+    policy = tmp_path / "policy.yaml"
+    policy.write_text('version: "cfg-1"\npolicy: seed000\n')
+    data = str(tmp_path / "data")
+    retrieval = await asyncio.to_thread(
+        Stack, lambda: start_stack(load_settings(env=stack_env(data)), "retrieval")
+    )
+    await asyncio.to_thread(seed_bikes, retrieval)
+    env = stack_env(
+        data,
+        CANDOR_GATE__RETRIEVAL_TARGET=retrieval.address("RetrievalService"),
+        CANDOR_GATE__GENERATOR_TARGET=generator.address,
+        CANDOR_GATE__POLICY_PATH=str(policy),
+        CANDOR_GATE__SERVER__MAX_IN_FLIGHT=1,
+    )
+    gate = await asyncio.to_thread(Stack, lambda: start_stack(load_settings(env=env), "gate"))
+    question = "What pressure do road tyres run at?"
+    try:
+        async with grpc.aio.insecure_channel(gate.address("GateService")) as ch:
+            stub = gate_pb2_grpc.GateServiceStub(ch)
+            first = stub.Ask(gate_pb2.AskRequest(tenant="t", query=question), timeout=20)
+            reply = await first.read()
+            assert reply.decision.outcome == gate_pb2.OUTCOME_PASS
+            await _until(lambda: held.entered == 1)
+
+            # The gate's one slot is free while the first answer is being written.
+            evaluated = await stub.Evaluate(
+                gate_pb2.EvaluateRequest(tenant="t", query=question), timeout=10
+            )
+            assert evaluated.decision.outcome == gate_pb2.OUTCOME_PASS
+
+            # The generator's one slot is not: it sheds the second answer before reading its
+            # token, and the caller is told to retry, not that generation failed.
+            second = stub.Ask(gate_pb2.AskRequest(tenant="t", query=question), timeout=20)
+            assert (await second.read()).decision.outcome == gate_pb2.OUTCOME_PASS
+            with pytest.raises(grpc.aio.AioRpcError) as shed:
+                await second.read()
+            assert shed.value.code() == grpc.StatusCode.UNAVAILABLE
+            assert retry_delay_of(shed.value) is not None
+            info = error_info_of(shed.value)
+            assert info is not None
+            assert info.metadata["service"] == "candor.generator.v1.GeneratorService"
+
+            held.release.set()
+            last = await first.read()
+            assert last.final.answer == "80 to 100 psi"
+    finally:
+        await asyncio.to_thread(gate.stop)
+        await asyncio.to_thread(retrieval.stop)
+        await generator.stop(0)

@@ -59,3 +59,13 @@ async def test_a_request_over_the_limit_is_refused_and_counted_and_one_at_it_run
         assert metric_value(text, "grpc_server_handled_total", {**labels, "grpc_code": "OK"}) == 1
     finally:
         await svc.stop(0)
+
+
+async def test_the_largest_limit_grpc_takes_still_starts_a_server() -> None:
+    # Twice a limit over 1 GiB overflowed grpc's C int and the server never started.
+    port, metrics_port = free_ports(2)
+    settings = ServerSettings(
+        port=port, metrics_port=metrics_port, drain_delay_seconds=0, max_message_bytes=2**31 - 1
+    )
+    svc = await start_service(ServiceSpec(SERVICE, lambda server: None, settings))
+    await svc.stop(0)

@@ -158,7 +158,10 @@ def test_boolean_env_values(value: str, expected: bool) -> None:
         ),
         ({"CANDOR_GATE__SERVER__MAX_CONNECTION_AGE_SECONDS": "0"}, "max_connection_age_seconds"),
         ({"CANDOR_GENERATOR__SERVER__GRACE_SECONDS": "-5"}, r"generator\.server\.grace"),
-        ({"CANDOR_GATE__SERVER__MAX_MESSAGE_BYTES": "10"}, "max_message_bytes must be >= 1024"),
+        ({"CANDOR_GATE__SERVER__MAX_MESSAGE_BYTES": "10"}, "max_message_bytes must be between"),
+        # grpc's channel arguments are C ints: 2**31 failed the server's creation instead.
+        ({"CANDOR_GATE__SERVER__MAX_MESSAGE_BYTES": str(2**31)}, "max_message_bytes must be"),
+        ({"CANDOR_GATE__SERVER__MAX_IN_FLIGHT": "-1"}, r"gate\.server\.max_in_flight"),
         (
             {"CANDOR_GATE__MAX_QUERY_CHARS": "5000"},
             r"gate\.max_query_chars \(5000\) must not exceed retrieval\.max_query_chars \(2000\)",
