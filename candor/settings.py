@@ -288,6 +288,10 @@ class GateSettings:
     retrieval_timeout_seconds: float = 3.0
     generation_timeout_seconds: float = 30.0
     max_query_chars: int = 2000
+    max_in_flight_per_tenant: int = 0
+    """Decisions one tenant may have in flight on a gate pod; one more is refused
+    RESOURCE_EXHAUSTED (reason TENANT_LIMIT, a retry hint), so one tenant's burst cannot take
+    every one of server.max_in_flight's slots from the others. 0: no per-tenant limit."""
     reranker: RerankerSettings = RerankerSettings()
     reader: ReaderSettings = ReaderSettings()
     translation: TranslationSettings = TranslationSettings()
@@ -613,6 +617,10 @@ def _validate(s: Settings) -> None:
             "retrieval.hypothetical.max_passage_chars must be >= 1",
         ),
         (s.gate.translation.timeout_seconds > 0, "gate.translation.timeout_seconds must be > 0"),
+        (
+            s.gate.max_in_flight_per_tenant >= 0,
+            "gate.max_in_flight_per_tenant must be >= 0 (0: no limit)",
+        ),
         (s.gate.translation.cache_size >= 0, "gate.translation.cache_size must be >= 0"),
         (
             s.generator.clock_skew_seconds >= 0,

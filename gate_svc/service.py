@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 
@@ -23,7 +24,13 @@ from candor.gate.v1 import gate_pb2 as pb
 from candor.gate.v1 import gate_pb2_grpc as pb_grpc
 from candor.generator.v1 import generator_pb2, generator_pb2_grpc
 from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
-from candor.runtime.admission import passed_on, release_slot, retry_delay_of
+from candor.runtime.admission import (
+    TenantLimit,
+    passed_on,
+    release_slot,
+    retry_delay_of,
+    tenant_limited_status,
+)
 from candor.runtime.auth import Authenticator, forwarded_metadata
 from candor.runtime.deadline import DeadlineExhausted, caller_bound, downstream_timeout
 from candor.runtime.errors import (
@@ -231,7 +238,15 @@ class GateMetrics:
             ["outcome"],
             registry=r,
         )
+        self.tenant_limited = Counter(
+            "candor_gate_tenant_limited_total",
+            "Calls refused RESOURCE_EXHAUSTED (TENANT_LIMIT) because their tenant already had "
+            "gate.max_in_flight_per_tenant decisions in flight (the tenant is in the log).",
+            registry=r,
+        )
 
+
+TENANT_LOG_SECONDS = 10.0
 
 RETRIEVE_RETRY: dict[str, object] = {
     "name": [{"service": "candor.retrieval.v1.RetrievalService", "method": "Retrieve"}],
@@ -306,6 +321,8 @@ class GateServicer(pb_grpc.GateServiceServicer):
         # dropped from the queue instead of holding a thread.
         self._reader_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evidence-reader")
         self._signer, self._auth, self._m = signer, auth, metrics
+        self._tenants = TenantLimit(self._s.max_in_flight_per_tenant)
+        self._limited_logged: dict[str, float] = {}
         interceptors = aio_client_interceptors()  # type: ignore[no-untyped-call]
         # A reply may be as large as its server sends (server.max_message_bytes in that
         # service's section), not the client's 4 MiB default.
@@ -356,6 +373,35 @@ class GateServicer(pb_grpc.GateServiceServicer):
         if v:
             await abort_invalid(context, v)
         await self._auth.authorize(context, caller, tenant)
+
+    @asynccontextmanager
+    async def _tenant_slot(
+        self, tenant: str, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[None]:
+        """One of the tenant's gate.max_in_flight_per_tenant slots for a decision, or the call
+        refused RESOURCE_EXHAUSTED (TENANT_LIMIT)."""
+        if not self._tenants.try_enter(tenant):
+            self._m.tenant_limited.inc()
+            self._log_limited(tenant)
+            await abort_with(context, tenant_limited_status(tenant, self._tenants.limit))
+        try:
+            yield
+        finally:
+            self._tenants.leave(tenant)
+
+    def _log_limited(self, tenant: str) -> None:
+        # Which tenant is in the log, not a metric label (tenants are unbounded); once per
+        # tenant every TENANT_LOG_SECONDS, so a tenant's burst is not a burst of log lines.
+        now = time.monotonic()
+        if now - self._limited_logged.get(tenant, -TENANT_LOG_SECONDS) < TENANT_LOG_SECONDS:
+            return
+        if len(self._limited_logged) >= 10_000:
+            self._limited_logged.clear()
+        self._limited_logged[tenant] = now
+        log.warning(
+            "tenant over its in-flight limit",
+            extra={"tenant": tenant, "max_in_flight_per_tenant": self._tenants.limit},
+        )
 
     async def _decide(
         self,
@@ -743,18 +789,20 @@ class GateServicer(pb_grpc.GateServiceServicer):
         self, request: pb.EvaluateRequest, context: grpc.aio.ServicerContext
     ) -> pb.EvaluateResponse:
         await self._validate(request.tenant, request.query, request.language, request.mode, context)
-        decision = await self._decide(
-            request.tenant, request.query, request.language, request.mode, context
-        )
+        async with self._tenant_slot(request.tenant, context):
+            decision = await self._decide(
+                request.tenant, request.query, request.language, request.mode, context
+            )
         return pb.EvaluateResponse(decision=decision)
 
     async def Ask(
         self, request: pb.AskRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.AskResponse]:
         await self._validate(request.tenant, request.query, request.language, request.mode, context)
-        decision = await self._decide(
-            request.tenant, request.query, request.language, request.mode, context
-        )
+        async with self._tenant_slot(request.tenant, context):
+            decision = await self._decide(
+                request.tenant, request.query, request.language, request.mode, context
+            )
         # The CPU work is done; the rest relays the generator. server.max_in_flight bounds
         # decisions being made, not answers an LLM takes seconds to write.
         release_slot()

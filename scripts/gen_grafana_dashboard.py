@@ -434,13 +434,18 @@ ROWS: list[tuple[str, list[Panel]]] = [
                     (
                         f"sum by (grpc_service) (rate(candor_server_shed_total{{{NS}}}[{RI}]))",
                         "{{grpc_service}}",
-                    )
+                    ),
+                    (
+                        f"sum(rate(candor_gate_tenant_limited_total{{{NS}}}[{RI}]))",
+                        "gate: one tenant over its share",
+                    ),
                 ],
                 unit="reqps",
                 width=12,
                 description="Calls refused before any work because their pod had "
-                "server.max_in_flight running; callers retry with backoff. Sustained: add replicas "
-                "(runbook CandorLoadShedding).",
+                "server.max_in_flight running (UNAVAILABLE), or their tenant had "
+                "gate.max_in_flight_per_tenant (RESOURCE_EXHAUSTED, tenant in the gate log); "
+                "callers retry with backoff. Sustained: add replicas (runbook CandorLoadShedding).",
             ),
         ],
     ),

@@ -22,6 +22,9 @@ RETRY_DELAY_SECONDS = 0.1
 """The retry hint a refused call carries (google.rpc.RetryInfo): a call here takes 5-50 ms."""
 MIN_RETRY_DELAY_SECONDS = 0.01
 REASON = "OVERLOADED"
+TENANT_REASON = "TENANT_LIMIT"
+"""A tenant's own share of a server was full (gate.max_in_flight_per_tenant)."""
+_SHED = frozenset({REASON, TENANT_REASON})
 
 
 class InFlightLimit:
@@ -71,6 +74,57 @@ class Slot:
 _CURRENT: ContextVar[Slot | None] = ContextVar("candor_call_slot", default=None)
 
 
+class TenantLimit:
+    """At most ``limit`` calls per tenant at once (0: no limit); tenants with none running
+    take no memory. Not locked: one event loop."""
+
+    def __init__(self, limit: int) -> None:
+        if limit < 0:
+            raise ValueError("limit must be >= 0")
+        self.limit = limit
+        self.running: dict[str, int] = {}
+
+    def try_enter(self, tenant: str) -> bool:
+        """Take one of ``tenant``'s slots; False (and nothing taken) when all are taken."""
+        n = self.running.get(tenant, 0)
+        if self.limit and n >= self.limit:
+            return False
+        self.running[tenant] = n + 1
+        return True
+
+    def leave(self, tenant: str) -> None:
+        """Give back a slot ``try_enter`` took."""
+        n = self.running.get(tenant, 0)
+        if n <= 0:
+            raise RuntimeError("leave() without a matching try_enter()")
+        if n == 1:
+            del self.running[tenant]
+        else:
+            self.running[tenant] = n - 1
+
+
+def tenant_limited_status(tenant: str, limit: int) -> grpc.Status:
+    """RESOURCE_EXHAUSTED (the caller's own quota, not the server's state) with ErrorInfo
+    (reason TENANT_LIMIT, the tenant and its limit: the caller is authenticated by now) and
+    the same retry hint as a shed."""
+    info = error_details_pb2.ErrorInfo(
+        reason=TENANT_REASON,
+        domain=DOMAIN,
+        metadata={"tenant": tenant, "max_in_flight_per_tenant": str(limit)},
+    )
+    message = (
+        f"tenant {tenant!r} already has {limit} calls in flight on this server "
+        "(gate.max_in_flight_per_tenant); retry with backoff"
+    )
+    return status_with(grpc.StatusCode.RESOURCE_EXHAUSTED, message, [info, _retry_info()])
+
+
+def _retry_info() -> error_details_pb2.RetryInfo:
+    delay = duration_pb2.Duration()
+    delay.FromMilliseconds(int(RETRY_DELAY_SECONDS * 1000))
+    return error_details_pb2.RetryInfo(retry_delay=delay)
+
+
 def release_slot() -> None:
     """Give back the current call's slot before the call ends: what is left of it waits on
     another service (the gate relaying an LLM's answer for up to 30 s), not on this server's
@@ -90,18 +144,15 @@ def overloaded_status(service: str) -> grpc.Status:
     # Not the limit itself: the call is refused before authentication, and the limit is the
     # operator's to see (candor_server_max_in_flight), not any caller's.
     info = error_details_pb2.ErrorInfo(reason=REASON, domain=DOMAIN, metadata={"service": service})
-    delay = duration_pb2.Duration()
-    delay.FromMilliseconds(int(RETRY_DELAY_SECONDS * 1000))
-    retry = error_details_pb2.RetryInfo(retry_delay=delay)
     message = (
         f"{service} is overloaded: too many calls in flight on this server; retry with backoff"
     )
-    return status_with(grpc.StatusCode.UNAVAILABLE, message, [info, retry])
+    return status_with(grpc.StatusCode.UNAVAILABLE, message, [info, _retry_info()])
 
 
 def retry_delay_of(error: grpc.RpcError) -> float | None:
     """Client side: seconds to wait before retrying a call a server shed, or None when the
-    error is not a shed (ErrorInfo reason OVERLOADED)."""
+    error is not a shed (ErrorInfo reason OVERLOADED, or TENANT_LIMIT from a gate)."""
     try:
         status = rpc_status.from_call(error)  # type: ignore[arg-type]
     except ValueError:  # details that disagree with the call's code or message
@@ -113,7 +164,7 @@ def retry_delay_of(error: grpc.RpcError) -> float | None:
         if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
             info = error_details_pb2.ErrorInfo()
             detail.Unpack(info)
-            shed = shed or (info.reason == REASON and info.domain == DOMAIN)
+            shed = shed or (info.reason in _SHED and info.domain == DOMAIN)
         elif detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
             retry = error_details_pb2.RetryInfo()
             detail.Unpack(retry)

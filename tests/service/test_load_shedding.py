@@ -16,7 +16,14 @@ from candor.cli.stack import start_stack
 from candor.gate.v1 import gate_pb2, gate_pb2_grpc
 from candor.generator.v1 import generator_pb2, generator_pb2_grpc
 from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
-from candor.runtime.admission import REASON, RETRY_DELAY_SECONDS, InFlightLimit, retry_delay_of
+from candor.runtime.admission import (
+    REASON,
+    RETRY_DELAY_SECONDS,
+    TENANT_REASON,
+    InFlightLimit,
+    TenantLimit,
+    retry_delay_of,
+)
 from candor.runtime.errors import error_info_of
 from candor.runtime.server import RunningService, ServiceSpec, start_service
 from candor.settings import ServerSettings, load_settings
@@ -418,6 +425,7 @@ async def test_an_ask_waiting_on_its_answer_holds_no_gate_slot_and_a_generator_s
         CANDOR_GATE__GENERATOR_TARGET=generator.address,
         CANDOR_GATE__POLICY_PATH=str(policy),
         CANDOR_GATE__SERVER__MAX_IN_FLIGHT=1,
+        CANDOR_GATE__MAX_IN_FLIGHT_PER_TENANT=1,
     )
     gate = await asyncio.to_thread(Stack, lambda: start_stack(load_settings(env=env), "gate"))
     question = "What pressure do road tyres run at?"
@@ -429,7 +437,7 @@ async def test_an_ask_waiting_on_its_answer_holds_no_gate_slot_and_a_generator_s
             assert reply.decision.outcome == gate_pb2.OUTCOME_PASS
             await _until(lambda: held.entered == 1)
 
-            # The gate's one slot is free while the first answer is being written.
+            # The gate's one slot, and the tenant's, are free while the first answer is written.
             evaluated = await stub.Evaluate(
                 gate_pb2.EvaluateRequest(tenant="t", query=question), timeout=10
             )
@@ -454,3 +462,71 @@ async def test_an_ask_waiting_on_its_answer_holds_no_gate_slot_and_a_generator_s
         await asyncio.to_thread(gate.stop)
         await asyncio.to_thread(retrieval.stop)
         await generator.stop(0)
+
+
+async def test_one_tenants_burst_is_refused_past_its_share_and_others_still_get_in(
+    tmp_path: Path,
+) -> None:
+    held = HeldRetrieval()
+    port, metrics_port = free_ports(2)
+    retrieval = await start_service(
+        ServiceSpec(
+            "candor.retrieval.v1.RetrievalService",
+            lambda s: retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server(held, s),
+            ServerSettings(port=port, metrics_port=metrics_port, drain_delay_seconds=0),
+        )
+    )
+    env = stack_env(
+        str(tmp_path / "data"),
+        CANDOR_GATE__RETRIEVAL_TARGET=retrieval.address,
+        CANDOR_GATE__MAX_IN_FLIGHT_PER_TENANT=2,
+    )
+    gate = await asyncio.to_thread(Stack, lambda: start_stack(load_settings(env=env), "gate"))
+
+    def request(tenant: str) -> gate_pb2.EvaluateRequest:
+        return gate_pb2.EvaluateRequest(tenant=tenant, query="What pressure for tyres?")
+
+    try:
+        async with grpc.aio.insecure_channel(gate.address("GateService")) as ch:
+            stub = gate_pb2_grpc.GateServiceStub(ch)
+            noisy = [asyncio.ensure_future(stub.Evaluate(request("noisy"), timeout=10))]
+            noisy.append(asyncio.ensure_future(stub.Evaluate(request("noisy"), timeout=10)))
+            await _until(lambda: held.entered == 2)
+
+            with pytest.raises(grpc.aio.AioRpcError) as limited:
+                await stub.Evaluate(request("noisy"), timeout=10)
+            assert limited.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            info = error_info_of(limited.value)
+            assert info is not None and info.reason == TENANT_REASON
+            assert dict(info.metadata) == {"tenant": "noisy", "max_in_flight_per_tenant": "2"}
+            assert retry_delay_of(limited.value) == pytest.approx(RETRY_DELAY_SECONDS)
+            assert held.entered == 2, "a limited call must not reach retrieval"
+
+            # Another tenant is not held back by the noisy one.
+            quiet = asyncio.ensure_future(stub.Evaluate(request("quiet"), timeout=10))
+            await _until(lambda: held.entered == 3)
+
+            held.release.set()
+            replies = await asyncio.gather(*noisy, quiet)
+            assert all(r.decision.reason == gate_pb2.REASON_NO_HITS for r in replies)
+            # Its slots came back.
+            again = await stub.Evaluate(request("noisy"), timeout=10)
+            assert again.decision.reason == gate_pb2.REASON_NO_HITS
+        text = await asyncio.to_thread(scrape, gate.metrics_port("GateService"))
+        assert metric_value(text, "candor_gate_tenant_limited_total") == 1
+    finally:
+        await asyncio.to_thread(gate.stop)
+        await retrieval.stop(0)
+
+
+def test_the_tenant_limit_counts_per_tenant_and_forgets_idle_ones() -> None:
+    limit = TenantLimit(1)
+    assert limit.try_enter("a") and limit.try_enter("b")
+    assert not limit.try_enter("a")
+    limit.leave("a")
+    assert limit.running == {"b": 1}
+    assert limit.try_enter("a")
+    with pytest.raises(RuntimeError):
+        limit.leave("c")
+    unlimited = TenantLimit(0)
+    assert all(unlimited.try_enter("a") for _ in range(100))
