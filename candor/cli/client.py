@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import random
 import re
 import sys
 import time
@@ -17,6 +18,7 @@ import grpc
 from candor.common.v1 import evidence_pb2
 from candor.gate.v1 import gate_pb2, gate_pb2_grpc
 from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
+from candor.runtime.admission import retry_delay_of
 from candor.runtime.auth import API_KEY_HEADER
 from candor.runtime.errors import field_violations_of
 
@@ -330,15 +332,8 @@ def _send(
             )
             return reply
         except grpc.RpcError as exc:
-            if exc.code() == grpc.StatusCode.UNAVAILABLE and unavailable < len(RETRY_PAUSES):  # type: ignore[attr-defined]
-                pause = RETRY_PAUSES[unavailable]
+            if _paused_after_unavailable(exc, unavailable):
                 unavailable += 1
-                print(
-                    f"\n  retrying in {pause:g} s: retrieval unavailable "
-                    f"({exc.details()}), attempt {unavailable + 1} of {len(RETRY_PAUSES) + 1}",  # type: ignore[attr-defined]
-                    file=sys.stderr,
-                )
-                time.sleep(pause)
                 continue
             rejected = _rejected_documents(exc)
             if rejected is None:
@@ -349,6 +344,26 @@ def _send(
             chunk[:] = [d for i, d in enumerate(chunk) if i not in rejected]
             if not chunk:
                 return retrieval_pb2.UpsertDocumentsResponse()
+
+
+def _pause(seconds: float) -> None:
+    """Every retry's wait (one place for tests to stand in for the clock)."""
+    time.sleep(seconds)
+
+
+def _paused_after_unavailable(exc: grpc.RpcError, attempt: int) -> bool:
+    """After an UNAVAILABLE (a pod restarting or draining, or shedding load), wait the
+    attempt's pause and say so; False when the error is another or the pauses are spent."""
+    if exc.code() != grpc.StatusCode.UNAVAILABLE or attempt >= len(RETRY_PAUSES):  # type: ignore[attr-defined]
+        return False
+    pause = RETRY_PAUSES[attempt]
+    print(
+        f"\n  retrying in {pause:g} s: retrieval unavailable "
+        f"({exc.details()}), attempt {attempt + 2} of {len(RETRY_PAUSES) + 1}",  # type: ignore[attr-defined]
+        file=sys.stderr,
+    )
+    _pause(pause)
+    return True
 
 
 RETRY_PAUSES: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0)
@@ -385,13 +400,22 @@ def delete(
     stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
     deleted = failed = 0
     for start in range(0, len(document_ids), 500):
-        reply = stub.DeleteDocuments(
-            retrieval_pb2.DeleteDocumentsRequest(
-                tenant=tenant, document_ids=document_ids[start : start + 500]
-            ),
-            metadata=metadata(api_key),
-            timeout=300,
-        )
+        unavailable = 0
+        while True:
+            try:
+                reply = stub.DeleteDocuments(
+                    retrieval_pb2.DeleteDocumentsRequest(
+                        tenant=tenant, document_ids=document_ids[start : start + 500]
+                    ),
+                    metadata=metadata(api_key),
+                    timeout=300,
+                )
+                break
+            except grpc.RpcError as exc:
+                # A delete of the same ids twice deletes them once: safe to send again.
+                if not _paused_after_unavailable(exc, unavailable):
+                    raise
+                unavailable += 1
         for r in reply.results:
             if r.outcome == retrieval_pb2.DOCUMENT_OUTCOME_DELETED:
                 deleted += 1
@@ -423,8 +447,28 @@ class AskResult:
     """Why the stream failed after the decision came (the generator down, say)."""
 
 
+SHED_RETRIES = 3
+"""Times ``candor ask`` asks again when the gate sheds it (before any decision)."""
+
+
 def ask(
     channel: grpc.Channel, query: str, tenant: str, api_key: str | None, timeout: float = 30
+) -> AskResult:
+    """One Ask; a shed (OVERLOADED, TENANT_LIMIT) is asked again after the gate's retry hint,
+    with exponential backoff and jitter, up to SHED_RETRIES times."""
+    for attempt in range(SHED_RETRIES + 1):
+        try:
+            return _ask_once(channel, query, tenant, api_key, timeout)
+        except grpc.RpcError as exc:
+            hint = retry_delay_of(exc)
+            if hint is None or attempt == SHED_RETRIES:
+                raise
+            _pause(random.uniform(0, hint * 2**attempt))
+    raise AssertionError("unreachable")
+
+
+def _ask_once(
+    channel: grpc.Channel, query: str, tenant: str, api_key: str | None, timeout: float
 ) -> AskResult:
     stub = gate_pb2_grpc.GateServiceStub(channel)
     decision: gate_pb2.Decision | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -530,3 +531,61 @@ def test_the_tenant_limit_counts_per_tenant_and_forgets_idle_ones() -> None:
         limit.leave("c")
     unlimited = TenantLimit(0)
     assert all(unlimited.try_enter("a") for _ in range(100))
+
+
+def test_candor_ask_asks_again_when_shed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import threading
+
+    from candor.cli import client
+    from candor.cli.main import main
+
+    held = HeldRetrieval()
+
+    async def start_retrieval() -> list[RunningService]:
+        port, metrics_port = free_ports(2)
+        spec = ServiceSpec(
+            "candor.retrieval.v1.RetrievalService",
+            lambda s: retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server(held, s),
+            ServerSettings(port=port, metrics_port=metrics_port, drain_delay_seconds=0),
+        )
+        return [await start_service(spec)]
+
+    retrieval = Stack(start_retrieval)
+    env = stack_env(
+        str(tmp_path / "data"),
+        CANDOR_GATE__RETRIEVAL_TARGET=retrieval.address("RetrievalService"),
+        CANDOR_GATE__MAX_IN_FLIGHT_PER_TENANT=1,
+    )
+    gate = Stack(lambda: start_stack(load_settings(env=env), "gate"))
+    target = gate.address("GateService")
+
+    def first_call() -> None:
+        with grpc.insecure_channel(target) as ch:
+            gate_pb2_grpc.GateServiceStub(ch).Evaluate(
+                gate_pb2.EvaluateRequest(tenant="t", query="tyre pressure?"), timeout=20
+            )
+
+    holder = threading.Thread(target=first_call)
+    pauses: list[float] = []
+
+    def pause(seconds: float) -> None:
+        # The CLI was shed and waits its backoff: the tenant's one call finishes meanwhile.
+        pauses.append(seconds)
+        retrieval.loop.loop.call_soon_threadsafe(held.release.set)
+        holder.join(10)
+
+    try:
+        holder.start()
+        deadline = time.monotonic() + 10
+        while held.entered < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        monkeypatch.setattr(client, "_pause", pause)
+        code = main(["ask", "What pressure for tyres?", "--target", target, "--tenant", "t"])
+    finally:
+        gate.stop()
+        retrieval.stop()
+    out = capsys.readouterr().out
+    assert code == 0 and "REFUSE" in out
+    assert len(pauses) == 1 and 0 <= pauses[0] <= RETRY_DELAY_SECONDS
