@@ -53,6 +53,13 @@ class Held:
         await self.release.wait()
         yield b"last"
 
+    async def fail(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        raise RuntimeError("a servicer bug")
+
+    async def slow(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        await asyncio.sleep(30)
+        return b"late"
+
     def register(self, server: grpc.aio.Server) -> None:
         ident = (lambda b: b, lambda b: b)
         handler = grpc.method_handlers_generic_handler(
@@ -60,17 +67,38 @@ class Held:
             {
                 "Hold": grpc.unary_unary_rpc_method_handler(self.hold, *ident),
                 "Stream": grpc.unary_stream_rpc_method_handler(self.stream, *ident),
+                "Fail": grpc.unary_unary_rpc_method_handler(self.fail, *ident),
+                "Slow": grpc.unary_unary_rpc_method_handler(self.slow, *ident),
             },
         )
         server.add_generic_rpc_handlers((handler,))
 
 
 async def _start(held: Held, limit: int) -> RunningService:
+    return await _serve(SERVICE, held.register, limit)
+
+
+async def _serve(
+    name: str, register: Callable[[grpc.aio.Server], None], limit: int = 0
+) -> RunningService:
+    """``register``'s handlers as service ``name`` on the real runtime, at ``limit``."""
     port, metrics_port = free_ports(2)
     settings = ServerSettings(
         port=port, metrics_port=metrics_port, drain_delay_seconds=0, max_in_flight=limit
     )
-    return await start_service(ServiceSpec(SERVICE, held.register, settings))
+    return await start_service(ServiceSpec(name, register, settings))
+
+
+RETRIEVAL = "candor.retrieval.v1.RetrievalService"
+GENERATOR = "candor.generator.v1.GeneratorService"
+
+
+def _as_retrieval(
+    servicer: retrieval_pb2_grpc.RetrievalServiceServicer,
+) -> Callable[[grpc.aio.Server], None]:
+    return lambda server: retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server(
+        servicer, server
+    )
 
 
 async def _until(check: Callable[[], bool], seconds: float = 5.0) -> None:
@@ -199,35 +227,10 @@ async def test_an_unavailable_that_is_not_a_shed_has_no_retry_hint() -> None:
     assert retry_delay_of(refused.value) is None
 
 
-class Failing:
-    """A handler that fails, and one that runs past its caller's deadline."""
-
-    async def fail(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
-        raise RuntimeError("a servicer bug")
-
-    async def slow(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
-        await asyncio.sleep(30)
-        return b"late"
-
-    def register(self, server: grpc.aio.Server) -> None:
-        ident = (lambda b: b, lambda b: b)
-        handler = grpc.method_handlers_generic_handler(
-            SERVICE,
-            {
-                "Fail": grpc.unary_unary_rpc_method_handler(self.fail, *ident),
-                "Slow": grpc.unary_unary_rpc_method_handler(self.slow, *ident),
-            },
-        )
-        server.add_generic_rpc_handlers((handler,))
-
-
 @pytest.mark.parametrize("ending", ["error", "deadline", "cancel"])
 async def test_a_call_that_ends_badly_gives_its_slot_back(ending: str) -> None:
-    port, metrics_port = free_ports(2)
-    settings = ServerSettings(
-        port=port, metrics_port=metrics_port, drain_delay_seconds=0, max_in_flight=1
-    )
-    svc = await start_service(ServiceSpec(SERVICE, Failing().register, settings))
+    svc = await _start(Held(), limit=1)
+    metrics_port = svc.spec.settings.metrics_port
     labels = {"grpc_service": SERVICE}
     try:
         async with grpc.aio.insecure_channel(svc.address) as ch:
@@ -275,17 +278,7 @@ async def test_a_gate_passes_retrievals_shed_on_instead_of_refusing(tmp_path: Pa
     # A shed retrieval call became an ARMS_UNAVAILABLE refusal: "the knowledge base has
     # nothing" to the caller and to the refusal-rate alerts, for a call a retry could serve.
     held = HeldRetrieval()
-    port, metrics_port = free_ports(2)
-    settings = ServerSettings(
-        port=port, metrics_port=metrics_port, drain_delay_seconds=0, max_in_flight=1
-    )
-    retrieval = await start_service(
-        ServiceSpec(
-            "candor.retrieval.v1.RetrievalService",
-            lambda s: retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server(held, s),
-            settings,
-        )
-    )
+    retrieval = await _serve(RETRIEVAL, _as_retrieval(held), limit=1)
     env = stack_env(str(tmp_path / "data"), CANDOR_GATE__RETRIEVAL_TARGET=retrieval.address)
     gate = await asyncio.to_thread(Stack, lambda: start_stack(load_settings(env=env), "gate"))
     try:
@@ -354,15 +347,7 @@ async def test_the_gate_retries_an_unavailable_retrieve_within_its_budget(
 ) -> None:
     # Without retries one draining retrieval pod turned Evaluate into ARMS_UNAVAILABLE refusals.
     servicer = FailsFirst(failures)
-    port, metrics_port = free_ports(2)
-    settings = ServerSettings(port=port, metrics_port=metrics_port, drain_delay_seconds=0)
-    retrieval = await start_service(
-        ServiceSpec(
-            "candor.retrieval.v1.RetrievalService",
-            lambda s: retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server(servicer, s),
-            settings,
-        )
-    )
+    retrieval = await _serve(RETRIEVAL, _as_retrieval(servicer))
     env = stack_env(str(tmp_path / "data"), CANDOR_GATE__RETRIEVAL_TARGET=retrieval.address)
     gate = await asyncio.to_thread(Stack, lambda: start_stack(load_settings(env=env), "gate"))
     try:
@@ -403,15 +388,10 @@ async def test_an_ask_waiting_on_its_answer_holds_no_gate_slot_and_a_generator_s
     # The gate's slot bounds decisions being made. Held while an LLM wrote the answer, 32
     # slow answers shed every call while the gate's CPU sat idle.
     held = HeldGenerator()
-    port, metrics_port = free_ports(2)
-    generator = await start_service(
-        ServiceSpec(
-            "candor.generator.v1.GeneratorService",
-            lambda s: generator_pb2_grpc.add_GeneratorServiceServicer_to_server(held, s),
-            ServerSettings(
-                port=port, metrics_port=metrics_port, drain_delay_seconds=0, max_in_flight=1
-            ),
-        )
+    generator = await _serve(
+        GENERATOR,
+        lambda s: generator_pb2_grpc.add_GeneratorServiceServicer_to_server(held, s),
+        limit=1,
     )
     policy = tmp_path / "policy.yaml"
     policy.write_text('version: "cfg-1"\npolicy: seed000\n')
@@ -469,14 +449,7 @@ async def test_one_tenants_burst_is_refused_past_its_share_and_others_still_get_
     tmp_path: Path,
 ) -> None:
     held = HeldRetrieval()
-    port, metrics_port = free_ports(2)
-    retrieval = await start_service(
-        ServiceSpec(
-            "candor.retrieval.v1.RetrievalService",
-            lambda s: retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server(held, s),
-            ServerSettings(port=port, metrics_port=metrics_port, drain_delay_seconds=0),
-        )
-    )
+    retrieval = await _serve(RETRIEVAL, _as_retrieval(held))
     env = stack_env(
         str(tmp_path / "data"),
         CANDOR_GATE__RETRIEVAL_TARGET=retrieval.address,
@@ -544,13 +517,7 @@ def test_candor_ask_asks_again_when_shed(
     held = HeldRetrieval()
 
     async def start_retrieval() -> list[RunningService]:
-        port, metrics_port = free_ports(2)
-        spec = ServiceSpec(
-            "candor.retrieval.v1.RetrievalService",
-            lambda s: retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server(held, s),
-            ServerSettings(port=port, metrics_port=metrics_port, drain_delay_seconds=0),
-        )
-        return [await start_service(spec)]
+        return [await _serve(RETRIEVAL, _as_retrieval(held))]
 
     retrieval = Stack(start_retrieval)
     env = stack_env(
