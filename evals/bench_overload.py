@@ -8,6 +8,10 @@ passed when the stack was idle, so each refusal under load is the load's: the re
 share still passing, the share marked ``degraded`` (a reading or an arm missing), errors by
 status code, and passes per second, the throughput that is worth anything.
 
+With ``--quiet N``, a second tenant holding the same documents asks the same questions at N in
+flight throughout each level: what one tenant's burst does to another's calls (set
+``gate.max_in_flight_per_tenant`` to see the per-tenant limit's effect).
+
 A call the gate sheds (``server.max_in_flight``) is retried after its hinted delay, with
 jitter and exponential backoff, until the call's deadline, as the README tells callers to: a
 shed call that never got in counts as its last error, and each retry is counted.
@@ -23,6 +27,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,12 +83,11 @@ class Level:
         }
 
 
-async def _level(
-    gate: gate_pb2_grpc.GateServiceStub, questions: list[str], in_flight: int, deadline: float
-) -> Level:
-    level = Level(in_flight)
-
-    rng = random.Random(0)
+def _evaluator(
+    gate: gate_pb2_grpc.GateServiceStub, tenant: str, level: Level, deadline: float, seed: int
+) -> Callable[[str], Awaitable[None]]:
+    """One Evaluate for ``tenant`` as a well-behaved caller makes it, recorded in ``level``."""
+    rng = random.Random(seed)
 
     async def evaluate(q: str) -> None:
         until = time.monotonic() + deadline
@@ -91,7 +95,7 @@ async def _level(
         while True:
             try:
                 reply = await gate.Evaluate(
-                    gate_pb2.EvaluateRequest(tenant="bench", query=q),
+                    gate_pb2.EvaluateRequest(tenant=tenant, query=q),
                     timeout=max(0.001, until - time.monotonic()),
                 )
                 break
@@ -111,26 +115,62 @@ async def _level(
         level.passed += reply.decision.outcome == gate_pb2.OUTCOME_PASS
         level.degraded += reply.decision.degraded
 
+    return evaluate
+
+
+async def _level(
+    gate: gate_pb2_grpc.GateServiceStub,
+    questions: list[str],
+    in_flight: int,
+    deadline: float,
+    quiet: int = 0,
+) -> tuple[Level, Level | None]:
+    level = Level(in_flight)
+    evaluate = _evaluator(gate, "bench", level, deadline, 0)
+    quiet_level = Level(quiet) if quiet else None
+    stop = asyncio.Event()
+
+    async def quiet_caller(worker: int) -> None:
+        assert quiet_level is not None
+        ask = _evaluator(gate, QUIET_TENANT, quiet_level, deadline, worker + 1)
+        i = worker
+        while not stop.is_set():
+            start = time.perf_counter()
+            await ask(questions[i % len(questions)])
+            quiet_level.latencies.append(time.perf_counter() - start)
+            i += quiet
+
+    quiet_tasks = [asyncio.ensure_future(quiet_caller(w)) for w in range(quiet)]
     # At least three calls per slot, so the queue is full for most of the run.
     want = max(len(questions), 3 * in_flight)
     calls = [questions[i % len(questions)] for i in range(want)]
+    started = time.perf_counter()
     level.latencies, rate = await load(evaluate, calls, in_flight)
     level.seconds = len(calls) / rate
-    return level
+    stop.set()
+    await asyncio.gather(*quiet_tasks)
+    if quiet_level is not None:
+        quiet_level.seconds = time.perf_counter() - started
+    return level, quiet_level
 
 
 async def _measure(
-    port: int, candidates: list[str], levels: list[int], deadline: float
-) -> tuple[int, list[Level]]:
+    port: int, candidates: list[str], levels: list[int], deadline: float, quiet: int
+) -> tuple[int, list[tuple[Level, Level | None]]]:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
         gate = gate_pb2_grpc.GateServiceStub(channel)
         passing = await passing_when_idle(gate, candidates)
         if not passing:
             raise RuntimeError("the gate passed none of the questions when idle")
-        return len(passing), [await _level(gate, passing, n, deadline) for n in levels]
+        return len(passing), [await _level(gate, passing, n, deadline, quiet) for n in levels]
 
 
-def report(chunks: int, idle_passing: int, asked: int, levels: list[Level]) -> str:
+QUIET_TENANT = "bench-quiet"
+
+
+def report(
+    chunks: int, idle_passing: int, asked: int, levels: list[tuple[Level, Level | None]]
+) -> str:
     lines = [
         f"Overload probe (`candor bench overload`), {chunks:,} chunks: {idle_passing} of {asked} "
         "questions passed with one call in flight; each level asks those again.",
@@ -139,16 +179,29 @@ def report(chunks: int, idle_passing: int, asked: int, levels: list[Level]) -> s
         "| p50/p99 ms |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for level in levels:
-        s = level.summary()
-        errors = ", ".join(f"{k} {v}" for k, v in level.errors.items()) or "none"
-        lines.append(
-            f"| {level.in_flight} | {s['calls']} | {s['pass_share']:.1%} | "
-            f"{s['degraded_share']:.1%} | {errors} | {level.retries} | {s['rps']:.0f} | "
-            f"{s['pass_rps']:.0f} | "
-            f"{s['p50_ms']:.0f}/{s['p99_ms']:.0f} |"
-        )
+    quiet = [(lv.in_flight, q) for lv, q in levels if q is not None]
+    for level, _ in levels:
+        lines.append(_row(str(level.in_flight), level))
+    if quiet:
+        lines += [
+            "",
+            f"The other tenant, {quiet[0][1].in_flight} in flight throughout each level:",
+            "",
+            lines[2],
+            lines[3],
+        ]
+        lines += [_row(f"beside {n}", q) for n, q in quiet]
     return "\n".join(lines) + "\n"
+
+
+def _row(label: str, level: Level) -> str:
+    s = level.summary()
+    errors = ", ".join(f"{k} {v}" for k, v in level.errors.items()) or "none"
+    return (
+        f"| {label} | {s['calls']} | {s['pass_share']:.1%} | "
+        f"{s['degraded_share']:.1%} | {errors} | {level.retries} | {s['rps']:.0f} | "
+        f"{s['pass_rps']:.0f} | {s['p50_ms']:.0f}/{s['p99_ms']:.0f} |"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -159,10 +212,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--deadline", type=float, default=5.0, help="each call's deadline, seconds")
     ap.add_argument("--port", type=int, default=0, help="first of three ports (default: random)")
     ap.add_argument("--per-service", action="store_true", help="one process per service")
+    ap.add_argument(
+        "--quiet", type=int, default=0, help="a second tenant's calls in flight meanwhile"
+    )
     ap.add_argument("--json", type=Path, default=None, help="write machine-readable results")
     args = ap.parse_args(argv)
-    if min(args.in_flight) < 1 or args.deadline <= 0 or args.chunks < 1:
-        ap.error("--in-flight, --deadline and --chunks must be positive")
+    if min(args.in_flight) < 1 or args.deadline <= 0 or args.chunks < 1 or args.quiet < 0:
+        ap.error("--in-flight, --deadline and --chunks must be positive, --quiet not negative")
     ports = stack_ports(args.port)
     with tempfile.TemporaryDirectory() as tmp:
         procs = start_procs(stack_env(tmp, ports), args.per_service)
@@ -170,15 +226,20 @@ def main(argv: list[str] | None = None) -> int:
             wait_ready(procs, ports)
             docs = make_documents(args.chunks)
             ingest(ports, docs)
+            if args.quiet:
+                ingest(ports, docs, QUIET_TENANT)
             candidates = answered_queries(docs, args.questions)
             passing, levels = asyncio.run(
-                _measure(ports["gate"], candidates, args.in_flight, args.deadline)
+                _measure(ports["gate"], candidates, args.in_flight, args.deadline, args.quiet)
             )
         finally:
             stop_procs(procs)
     print(report(args.chunks, passing, len(candidates), levels))
     if args.json:
-        out = {f"{args.chunks}:evaluate@{lv.in_flight}": lv.summary() for lv in levels}
+        out = {f"{args.chunks}:evaluate@{lv.in_flight}": lv.summary() for lv, _ in levels}
+        for lv, q in levels:
+            if q is not None:
+                out[f"{args.chunks}:quiet@{q.in_flight}:beside@{lv.in_flight}"] = q.summary()
         args.json.write_text(json.dumps(out, indent=2))
     return 0
 

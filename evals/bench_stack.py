@@ -182,14 +182,16 @@ def stack_env(data_dir: str, ports: dict[str, int]) -> dict[str, str]:
     return env
 
 
-def ingest(ports: dict[str, int], docs: list[retrieval_pb2.Document]) -> float:
-    """Upsert ``docs`` for tenant ``bench`` in batches of 200; chunks per second."""
+def ingest(
+    ports: dict[str, int], docs: list[retrieval_pb2.Document], tenant: str = "bench"
+) -> float:
+    """Upsert ``docs`` for ``tenant`` in batches of 200; chunks per second."""
     start = time.perf_counter()
     with grpc.insecure_channel(f"127.0.0.1:{ports['retrieval']}") as ch:
         stub = retrieval_pb2_grpc.RetrievalServiceStub(ch)
         for i in range(0, len(docs), 200):
             stub.UpsertDocuments(
-                retrieval_pb2.UpsertDocumentsRequest(tenant="bench", documents=docs[i : i + 200]),
+                retrieval_pb2.UpsertDocumentsRequest(tenant=tenant, documents=docs[i : i + 200]),
                 timeout=600,
             )
             print(

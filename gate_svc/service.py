@@ -26,9 +26,11 @@ from candor.generator.v1 import generator_pb2, generator_pb2_grpc
 from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from candor.runtime.admission import (
     TenantLimit,
+    mark_shed,
     passed_on,
     release_slot,
     retry_delay_of,
+    retry_pause,
     tenant_limited_status,
 )
 from candor.runtime.auth import Authenticator, forwarded_metadata
@@ -248,29 +250,12 @@ class GateMetrics:
 
 TENANT_LOG_SECONDS = 10.0
 
-RETRIEVE_RETRY: dict[str, object] = {
-    "name": [{"service": "candor.retrieval.v1.RetrievalService", "method": "Retrieve"}],
-    "retryPolicy": {
-        "maxAttempts": 3,
-        "initialBackoff": "0.05s",
-        "maxBackoff": "0.5s",
-        "backoffMultiplier": 2,
-        "retryableStatusCodes": ["UNAVAILABLE"],
-    },
-}
-"""Retrieve is a read: an UNAVAILABLE (a pod restarting or draining, or shedding at its
-max_in_flight) is tried again within the same deadline, on the next pod under round robin,
-before the gate refuses ARMS_UNAVAILABLE or passes the shed on."""
-RETRY_THROTTLING = {"maxTokens": 10, "tokenRatio": 0.1}
-"""grpc's retry budget per channel: when most calls fail, retries stop adding load."""
+RETRIEVE_ATTEMPTS = 3
+"""Tries of one Retrieve (``GateService._retrieve``); Generate is tried once."""
 
 
-def _service_config(load_balancing: str, retry: dict[str, object] | None = None) -> tuple[str, str]:
-    config: dict[str, object] = {"loadBalancingConfig": [{load_balancing: {}}]}
-    if retry is not None:
-        config["methodConfig"] = [retry]
-        config["retryThrottling"] = RETRY_THROTTLING
-    return ("grpc.service_config", json.dumps(config))
+def _service_config(load_balancing: str) -> tuple[str, str]:
+    return ("grpc.service_config", json.dumps({"loadBalancingConfig": [{load_balancing: {}}]}))
 
 
 def _receive_limit(server: ServerSettings) -> tuple[str, int]:
@@ -329,7 +314,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
         self._retrieval_channel = grpc.aio.insecure_channel(
             self._s.retrieval_target,
             options=[
-                _service_config(self._s.load_balancing, retry=RETRIEVE_RETRY),
+                _service_config(self._s.load_balancing),
                 _receive_limit(settings.retrieval.server),
             ],
             interceptors=interceptors,
@@ -381,6 +366,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
         """One of the tenant's gate.max_in_flight_per_tenant slots for a decision, or the call
         refused RESOURCE_EXHAUSTED (TENANT_LIMIT)."""
         if not self._tenants.try_enter(tenant):
+            mark_shed()
             self._m.tenant_limited.inc()
             self._log_limited(tenant)
             await abort_with(context, tenant_limited_status(tenant, self._tenants.limit))
@@ -402,6 +388,36 @@ class GateServicer(pb_grpc.GateServiceServicer):
             "tenant over its in-flight limit",
             extra={"tenant": tenant, "max_in_flight_per_tenant": self._tenants.limit},
         )
+
+    async def _retrieve(
+        self,
+        request: retrieval_pb2.RetrieveRequest,
+        budget_seconds: float,
+        metadata: tuple[tuple[str, str], ...],
+    ) -> retrieval_pb2.RetrieveResponse:
+        """Retrieve, tried again within ``budget_seconds`` after an UNAVAILABLE that did no work (a
+        pod draining or restarting, or shedding): under round robin the next attempt goes to
+        another pod, so one bad pod is not a run of ARMS_UNAVAILABLE refusals. Retrieval's
+        own failures (both arms down) are not repeated. No retry budget: a gRPC retry policy's
+        (10 tokens, 0.1 per success) switched retries off with one pod of three failing."""
+        until = time.monotonic() + budget_seconds
+        for attempt in range(RETRIEVE_ATTEMPTS):
+            try:
+                reply: retrieval_pb2.RetrieveResponse = await self._retrieval.Retrieve(
+                    request, timeout=until - time.monotonic(), metadata=metadata
+                )
+                return reply
+            except grpc.aio.AioRpcError as exc:
+                pause = retry_pause(exc, attempt)
+                last = attempt == RETRIEVE_ATTEMPTS - 1
+                if pause is None or last or time.monotonic() + 2 * pause >= until:
+                    raise
+                log.info(
+                    "retrying retrieval",
+                    extra={"code": exc.code().name, "attempt": attempt + 2},
+                )
+                await asyncio.sleep(pause)
+        raise AssertionError("unreachable")
 
     async def _decide(
         self,
@@ -425,10 +441,10 @@ class GateServicer(pb_grpc.GateServiceServicer):
         try:
             timeout = downstream_timeout(context, self._s.retrieval_timeout_seconds)
             bound = caller_bound(timeout, self._s.retrieval_timeout_seconds)
-            reply = await self._retrieval.Retrieve(
+            reply = await self._retrieve(
                 retrieval_pb2.RetrieveRequest(tenant=tenant, query=query, mode=mode),  # type: ignore[arg-type]
-                timeout=timeout,
-                metadata=forwarded_metadata(context),
+                timeout,
+                forwarded_metadata(context),
             )
         except DeadlineExhausted as exc:
             await abort_info(context, grpc.StatusCode.DEADLINE_EXCEEDED, "DEADLINE", str(exc))
@@ -440,6 +456,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
                 # be served, where an ARMS_UNAVAILABLE refusal would tell the caller that the
                 # knowledge base has nothing, and count as one on the refusal-rate alerts.
                 log.info("retrieval shed the gate's call", extra={"details": exc.details()})
+                mark_shed()
                 await abort_with(context, passed_on(exc))
             if exc.code() in (
                 grpc.StatusCode.UNAVAILABLE,

@@ -399,6 +399,7 @@ def delete(
     (deleted, failed): an id that was not there is neither."""
     stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
     deleted = failed = 0
+    resent = False
     for start in range(0, len(document_ids), 500):
         unavailable = 0
         while True:
@@ -416,6 +417,7 @@ def delete(
                 if not _paused_after_unavailable(exc, unavailable):
                     raise
                 unavailable += 1
+                resent = True
         for r in reply.results:
             if r.outcome == retrieval_pb2.DOCUMENT_OUTCOME_DELETED:
                 deleted += 1
@@ -423,6 +425,12 @@ def delete(
                 failed += r.outcome == retrieval_pb2.DOCUMENT_OUTCOME_FAILED
                 outcome = retrieval_pb2.DocumentOutcome.Name(r.outcome)
                 print(f"  {r.document_id}: {outcome} {r.error}".rstrip(), file=sys.stderr)
+    if resent:
+        print(
+            "  a call was sent again after UNAVAILABLE: ids reported NOT_FOUND may have been "
+            "deleted by the first attempt",
+            file=sys.stderr,
+        )
     return deleted, failed
 
 
@@ -463,7 +471,9 @@ def ask(
             hint = retry_delay_of(exc)
             if hint is None or attempt == SHED_RETRIES:
                 raise
-            _pause(random.uniform(0, hint * 2**attempt))
+            ceiling = hint * 2**attempt
+            print(f"candor: the gate is busy; asking again in {ceiling:.1f} s", file=sys.stderr)
+            _pause(random.uniform(ceiling / 2, ceiling))
     raise AssertionError("unreachable")
 
 

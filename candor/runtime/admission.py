@@ -9,6 +9,7 @@ there is one), before it costs any work; health checks and reflection are never 
 
 from __future__ import annotations
 
+import random
 from contextvars import ContextVar
 
 import grpc
@@ -123,6 +124,41 @@ def _retry_info() -> error_details_pb2.RetryInfo:
     delay = duration_pb2.Duration()
     delay.FromMilliseconds(int(RETRY_DELAY_SECONDS * 1000))
     return error_details_pb2.RetryInfo(retry_delay=delay)
+
+
+def mark_shed() -> None:
+    """Say the current call was refused without doing its work (a tenant over its share, a
+    downstream's shed passed on): like a shed, it is not timed, so a burst of fast refusals
+    does not count as fast good calls in the latency SLO."""
+    slot = _CURRENT.get()
+    if slot is not None:
+        slot.shed = True
+
+
+def retry_pause(error: grpc.RpcError, attempt: int) -> float | None:
+    """Seconds to wait before trying a call again after ``error`` (``attempt`` from 0), or
+    None when it should not be: only an UNAVAILABLE that did no work is worth repeating, a
+    shed (after its hint, doubled each attempt) or one with no ErrorInfo at all (the
+    transport's: a pod restarting or draining). A service's own UNAVAILABLE with a reason
+    (retrieval's ARMS_UNAVAILABLE) did the work and failed; doing it again doubles the load
+    on what is already failing."""
+    if error.code() != grpc.StatusCode.UNAVAILABLE:  # type: ignore[attr-defined]
+        return None
+    hint = retry_delay_of(error)
+    if hint is None:
+        try:
+            status = rpc_status.from_call(error)  # type: ignore[arg-type]
+        except ValueError:
+            return None
+        if status is not None and status.details:
+            return None
+        hint = TRANSPORT_RETRY_SECONDS
+    ceiling = hint * 2**attempt
+    return random.uniform(ceiling / 2, ceiling)
+
+
+TRANSPORT_RETRY_SECONDS = 0.05
+"""First pause before repeating a call the transport failed (no pod answered it)."""
 
 
 def release_slot() -> None:

@@ -25,7 +25,7 @@ from candor.runtime.admission import (
     TenantLimit,
     retry_delay_of,
 )
-from candor.runtime.errors import error_info_of
+from candor.runtime.errors import abort_info, error_info_of
 from candor.runtime.server import RunningService, ServiceSpec, start_service
 from candor.settings import ServerSettings, load_settings
 from tests.helpers import Stack, free_ports, metric_value, scrape, seed_bikes, stack_env
@@ -325,11 +325,12 @@ async def _drain(call: grpc.aio.UnaryStreamCall) -> None:  # type: ignore[type-a
 
 
 class FailsFirst(retrieval_pb2_grpc.RetrievalServiceServicer):
-    """A Retrieve that fails its first ``failures`` calls UNAVAILABLE (a pod draining, one
-    shedding), then answers."""
+    """A Retrieve that fails its first ``failures`` calls UNAVAILABLE, then answers: bare, as
+    a pod draining or restarting fails it, or with retrieval's own reason (both arms down)."""
 
-    def __init__(self, failures: int) -> None:
+    def __init__(self, failures: int, reason: str = "") -> None:
         self.failures = failures
+        self.reason = reason
         self.calls = 0
 
     async def Retrieve(
@@ -337,16 +338,31 @@ class FailsFirst(retrieval_pb2_grpc.RetrievalServiceServicer):
     ) -> retrieval_pb2.RetrieveResponse:
         self.calls += 1
         if self.calls <= self.failures:
+            if self.reason:
+                await abort_info(
+                    context, grpc.StatusCode.UNAVAILABLE, self.reason, "no retrieval arm answered"
+                )
             await context.abort(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")
         return retrieval_pb2.RetrieveResponse()
 
 
-@pytest.mark.parametrize(("failures", "decided"), [(2, True), (3, False)])
-async def test_the_gate_retries_an_unavailable_retrieve_within_its_budget(
-    tmp_path: Path, failures: int, decided: bool
+@pytest.mark.parametrize(
+    ("failures", "reason", "calls", "want"),
+    [
+        # Two bare failures absorbed; the third attempt decides.
+        (2, "", 3, gate_pb2.REASON_NO_HITS),
+        # Three: the gate's to handle, as an outage.
+        (3, "", 3, gate_pb2.REASON_ARMS_UNAVAILABLE),
+        # Retrieval did the work and both arms failed: not repeated (it doubled the load on the
+        # failing stores and ran the refusal out to the whole retrieval timeout).
+        (1, "ARMS_UNAVAILABLE", 1, gate_pb2.REASON_ARMS_UNAVAILABLE),
+    ],
+)
+async def test_the_gate_retries_a_retrieve_that_did_no_work(
+    tmp_path: Path, failures: int, reason: str, calls: int, want: int
 ) -> None:
     # Without retries one draining retrieval pod turned Evaluate into ARMS_UNAVAILABLE refusals.
-    servicer = FailsFirst(failures)
+    servicer = FailsFirst(failures, reason)
     retrieval = await _serve(RETRIEVAL, _as_retrieval(servicer))
     env = stack_env(str(tmp_path / "data"), CANDOR_GATE__RETRIEVAL_TARGET=retrieval.address)
     gate = await asyncio.to_thread(Stack, lambda: start_stack(load_settings(env=env), "gate"))
@@ -355,13 +371,16 @@ async def test_the_gate_retries_an_unavailable_retrieve_within_its_budget(
             reply = await gate_pb2_grpc.GateServiceStub(ch).Evaluate(
                 gate_pb2.EvaluateRequest(tenant="t", query="What pressure for tyres?"), timeout=10
             )
+        text = await asyncio.to_thread(scrape, gate.metrics_port("GateService"))
     finally:
         await asyncio.to_thread(gate.stop)
         await retrieval.stop(0)
-    # Three attempts in all: two failures are absorbed, a third is the gate's to handle.
-    assert servicer.calls == 3
-    want = gate_pb2.REASON_NO_HITS if decided else gate_pb2.REASON_ARMS_UNAVAILABLE
+    assert servicer.calls == calls
     assert reply.decision.reason == want
+    # One logical call, counted once however many attempts it took.
+    assert (
+        metric_value(text, "candor_gate_downstream_calls_total", {"downstream": "retrieval"}) == 1
+    )
 
 
 class HeldGenerator(generator_pb2_grpc.GeneratorServiceServicer):
@@ -488,6 +507,10 @@ async def test_one_tenants_burst_is_refused_past_its_share_and_others_still_get_
             assert again.decision.reason == gate_pb2.REASON_NO_HITS
         text = await asyncio.to_thread(scrape, gate.metrics_port("GateService"))
         assert metric_value(text, "candor_gate_tenant_limited_total") == 1
+        # The refusal is counted but not timed: fast refusals are not fast good calls.
+        evaluate = {"grpc_method": "Evaluate"}
+        assert metric_value(text, "grpc_server_handled_total", evaluate) == 5
+        assert metric_value(text, "grpc_server_handling_seconds_count", evaluate) == 4
     finally:
         await asyncio.to_thread(gate.stop)
         await retrieval.stop(0)
@@ -555,4 +578,4 @@ def test_candor_ask_asks_again_when_shed(
         retrieval.stop()
     out = capsys.readouterr().out
     assert code == 0 and "REFUSE" in out
-    assert len(pauses) == 1 and 0 <= pauses[0] <= RETRY_DELAY_SECONDS
+    assert len(pauses) == 1 and RETRY_DELAY_SECONDS / 2 <= pauses[0] <= RETRY_DELAY_SECONDS
