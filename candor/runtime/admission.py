@@ -5,6 +5,9 @@ ran out of read time and was decided without a reading, so answerable questions 
 (``degraded``) and the refusal-rate alerts fired for what was a capacity problem. A call over
 the limit is refused at once instead, as UNAVAILABLE (retry with backoff, on another replica if
 there is one), before it costs any work; health checks and reflection are never refused.
+
+Also here: the gate's per-tenant share (``TenantLimit``), and the client side of both (which
+errors to retry, and after how long).
 """
 
 from __future__ import annotations
