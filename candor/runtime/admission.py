@@ -12,6 +12,7 @@ errors to retry, and after how long).
 
 from __future__ import annotations
 
+import collections
 import random
 from contextvars import ContextVar
 
@@ -120,7 +121,25 @@ def tenant_limited_status(tenant: str, limit: int) -> grpc.Status:
         f"tenant {tenant!r} already has {limit} calls in flight on this server "
         "(gate.max_in_flight_per_tenant); retry with backoff"
     )
-    return status_with(grpc.StatusCode.RESOURCE_EXHAUSTED, message, [info, _retry_info()])
+    return _pushed_back(
+        status_with(grpc.StatusCode.RESOURCE_EXHAUSTED, message, [info, _retry_info()])
+    )
+
+
+class _Status(
+    collections.namedtuple("_Status", ("code", "details", "trailing_metadata")), grpc.Status
+):
+    pass
+
+
+PUSHBACK_HEADER = "grpc-retry-pushback-ms"
+
+
+def _pushed_back(status: grpc.Status) -> grpc.Status:
+    """``status`` with grpc's own retry hint too: a caller whose channel has a gRPC retry
+    policy for the code waits this long before its retry, without reading RetryInfo."""
+    pushback = (PUSHBACK_HEADER, str(int(RETRY_DELAY_SECONDS * 1000)))
+    return _Status(status.code, status.details, (*status.trailing_metadata, pushback))  # type: ignore[attr-defined]
 
 
 def _retry_info() -> error_details_pb2.RetryInfo:
@@ -186,7 +205,7 @@ def overloaded_status(service: str) -> grpc.Status:
     message = (
         f"{service} is overloaded: too many calls in flight on this server; retry with backoff"
     )
-    return status_with(grpc.StatusCode.UNAVAILABLE, message, [info, _retry_info()])
+    return _pushed_back(status_with(grpc.StatusCode.UNAVAILABLE, message, [info, _retry_info()]))
 
 
 def retry_delay_of(error: grpc.RpcError) -> float | None:
@@ -218,4 +237,4 @@ def passed_on(error: grpc.RpcError) -> grpc.Status:
     status = rpc_status.from_call(error)  # type: ignore[arg-type]
     if status is None:
         raise ValueError("the error carries no rich status")
-    return rpc_status.to_status(status)
+    return _pushed_back(rpc_status.to_status(status))

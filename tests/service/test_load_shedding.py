@@ -130,6 +130,9 @@ async def test_a_call_past_the_limit_is_refused_unavailable_with_a_retry_hint() 
             assert status.details[0].Unpack(info)
             assert info.reason == REASON and dict(info.metadata) == {"service": SERVICE}
             assert retry_delay_of(shed.value) == pytest.approx(RETRY_DELAY_SECONDS)
+            # grpc's own hint too, for callers whose channel has a retry policy.
+            trailers = dict(shed.value.trailing_metadata() or ())
+            assert trailers["grpc-retry-pushback-ms"] == str(int(RETRY_DELAY_SECONDS * 1000))
 
             # Kubernetes' probes must not fail because the pod is busy.
             health = health_pb2_grpc.HealthStub(ch)
