@@ -453,27 +453,37 @@ class AskResult:
     final: gate_pb2.AskResponse | None
     error: str = ""
     """Why the stream failed after the decision came (the generator down, say)."""
+    retry_after: float | None = None
+    """The retry hint when that failure was a generator's shed: its token unspent, so asking
+    again is safe."""
 
 
 SHED_RETRIES = 3
-"""Times ``candor ask`` asks again when the gate sheds it (before any decision)."""
+"""Times ``candor ask`` asks again when it is shed: by the gate before any decision, or by
+the generator after one."""
 
 
 def ask(
     channel: grpc.Channel, query: str, tenant: str, api_key: str | None, timeout: float = 30
 ) -> AskResult:
-    """One Ask; a shed (OVERLOADED, TENANT_LIMIT) is asked again after the gate's retry hint,
-    with exponential backoff and jitter, up to SHED_RETRIES times."""
+    """One Ask; a shed (OVERLOADED, TENANT_LIMIT; the generator's after a decision) is asked
+    again after its retry hint, with exponential backoff and jitter, up to SHED_RETRIES times."""
     for attempt in range(SHED_RETRIES + 1):
+        last = attempt == SHED_RETRIES
         try:
-            return _ask_once(channel, query, tenant, api_key, timeout)
+            result = _ask_once(channel, query, tenant, api_key, timeout)
         except grpc.RpcError as exc:
             hint = retry_delay_of(exc)
-            if hint is None or attempt == SHED_RETRIES:
+            if hint is None or last:
                 raise
-            ceiling = hint * 2**attempt
-            print(f"candor: the gate is busy; asking again in {ceiling:.1f} s", file=sys.stderr)
-            _pause(random.uniform(ceiling / 2, ceiling))
+            busy = "the gate"
+        else:
+            if result.retry_after is None or last:
+                return result
+            hint, busy = result.retry_after, "the generator"
+        ceiling = hint * 2**attempt
+        print(f"candor: {busy} is busy; asking again in {ceiling:.1f} s", file=sys.stderr)
+        _pause(random.uniform(ceiling / 2, ceiling))
     raise AssertionError("unreachable")
 
 
@@ -502,7 +512,7 @@ def _ask_once(
             raise
         # The gate decided (and --debug must show why) before generation failed.
         error = f"{exc.code().name}: {exc.details()}"  # type: ignore[attr-defined]
-        return AskResult(decision, "".join(parts), final, error)
+        return AskResult(decision, "".join(parts), final, error, retry_delay_of(exc))
     return AskResult(decision or gate_pb2.Decision(), "".join(parts), final)
 
 

@@ -582,3 +582,68 @@ def test_candor_ask_asks_again_when_shed(
     out = capsys.readouterr().out
     assert code == 0 and "REFUSE" in out
     assert len(pauses) == 1 and RETRY_DELAY_SECONDS / 2 <= pauses[0] <= RETRY_DELAY_SECONDS
+
+
+def test_candor_ask_asks_again_when_the_generator_sheds_its_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The decision came, then the generator shed the answer: the token is unspent, so the CLI
+    # asks again rather than printing the shed as the answer's error.
+    import threading
+
+    from candor.cli import client
+    from candor.cli.main import main
+
+    held = HeldGenerator()
+
+    async def start_generator() -> list[RunningService]:
+        register = lambda s: generator_pb2_grpc.add_GeneratorServiceServicer_to_server(held, s)  # noqa: E731
+        return [await _serve(GENERATOR, register, limit=1)]
+
+    generator = Stack(start_generator)
+    data = str(tmp_path / "data")
+    retrieval = Stack(lambda: start_stack(load_settings(env=stack_env(data)), "retrieval"))
+    seed_bikes(retrieval)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text('version: "cfg-1"\npolicy: seed000\n')
+    env = stack_env(
+        data,
+        CANDOR_GATE__RETRIEVAL_TARGET=retrieval.address("RetrievalService"),
+        CANDOR_GATE__GENERATOR_TARGET=generator.address("GeneratorService"),
+        CANDOR_GATE__POLICY_PATH=str(policy),
+    )
+    gate = Stack(lambda: start_stack(load_settings(env=env), "gate"))
+    target = gate.address("GateService")
+    question = "What pressure do road tyres run at?"
+
+    def first_ask() -> None:
+        with grpc.insecure_channel(target) as ch:
+            list(
+                gate_pb2_grpc.GateServiceStub(ch).Ask(
+                    gate_pb2.AskRequest(tenant="t", query=question), timeout=20
+                )
+            )
+
+    holder = threading.Thread(target=first_ask)
+    pauses: list[float] = []
+
+    def pause(seconds: float) -> None:
+        pauses.append(seconds)
+        generator.loop.loop.call_soon_threadsafe(held.release.set)
+        holder.join(10)
+
+    try:
+        holder.start()
+        deadline = time.monotonic() + 10
+        while held.entered < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        monkeypatch.setattr(client, "_pause", pause)
+        code = main(["ask", question, "--target", target, "--tenant", "t"])
+    finally:
+        gate.stop()
+        retrieval.stop()
+        generator.stop()
+    captured = capsys.readouterr()
+    assert code == 0 and "80 to 100 psi" in captured.out
+    assert "the generator is busy" in captured.err
+    assert len(pauses) == 1
