@@ -36,3 +36,18 @@ def test_overload_figures_count_errors_as_calls_that_did_not_pass() -> None:
     assert s["p99_ms"] == pytest.approx(300.0)  # nearest rank below: index int(0.99 * 3) = 2
     assert s["errors"] == {"DEADLINE_EXCEEDED": 1}
     assert Level(1).summary()["pass_share"] == 0.0  # no calls: no division by zero
+
+
+def test_overload_report_gives_the_quiet_tenant_its_own_table() -> None:
+    from evals.bench_overload import report
+
+    noisy = Level(200, latencies=[0.1, 0.2], passed=2, seconds=1.0, retries=7)
+    quiet = Level(4, latencies=[0.05], passed=1, seconds=1.0)
+    quiet.errors["UNAVAILABLE"] = 1
+    text = report(2000, 119, 120, [(noisy, quiet)])
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    assert rows[1].startswith("| 200 | 2 | 100.0% |") and "| 7 |" in rows[1]
+    assert "4 in flight throughout each level" in text
+    assert rows[-1].startswith("| beside 200 | 1 | 100.0% |") and "UNAVAILABLE 1" in rows[-1]
+    assert noisy.summary()["shed_retries"] == 7
+    assert "beside" not in report(2000, 119, 120, [(noisy, None)])
