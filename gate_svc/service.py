@@ -23,6 +23,7 @@ from candor.common.v1 import evidence_pb2
 from candor.gate.v1 import gate_pb2 as pb
 from candor.gate.v1 import gate_pb2_grpc as pb_grpc
 from candor.generator.v1 import generator_pb2, generator_pb2_grpc
+from candor.lru import LRU
 from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from candor.runtime.admission import (
     TenantLimit,
@@ -307,7 +308,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
         self._reader_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evidence-reader")
         self._signer, self._auth, self._m = signer, auth, metrics
         self._tenants = TenantLimit(self._s.max_in_flight_per_tenant)
-        self._limited_logged: dict[str, float] = {}
+        self._limited_logged: LRU[str, float] = LRU(10_000)
         interceptors = aio_client_interceptors()  # type: ignore[no-untyped-call]
         # A reply may be as large as its server sends (server.max_message_bytes in that
         # service's section), not the client's 4 MiB default.
@@ -379,11 +380,10 @@ class GateServicer(pb_grpc.GateServiceServicer):
         # Which tenant is in the log, not a metric label (tenants are unbounded); once per
         # tenant every TENANT_LOG_SECONDS, so a tenant's burst is not a burst of log lines.
         now = time.monotonic()
-        if now - self._limited_logged.get(tenant, -TENANT_LOG_SECONDS) < TENANT_LOG_SECONDS:
+        last = self._limited_logged.get(tenant)
+        if last is not None and now - last < TENANT_LOG_SECONDS:
             return
-        if len(self._limited_logged) >= 10_000:
-            self._limited_logged.clear()
-        self._limited_logged[tenant] = now
+        self._limited_logged.put(tenant, now)
         log.warning(
             "tenant over its in-flight limit",
             extra={"tenant": tenant, "max_in_flight_per_tenant": self._tenants.limit},

@@ -265,6 +265,11 @@ def visible_text(text: str) -> str:
     return _list_numbers(_HIDDEN.sub(" ", text))
 
 
+def _masked(text: str) -> str:
+    """:func:`visible_text` with the same offsets as ``text``: hidden markup blanked in place."""
+    return _list_numbers(_HIDDEN.sub(lambda m: " " * len(m.group()), text))
+
+
 def _states_nothing(sentence: str, lead_in: Callable[[str], bool] | None = None) -> bool:
     """A question, a list's lead-in or a word or two of filler: nothing to cite.
 
@@ -383,8 +388,9 @@ English words, whatever the language identifier says: it calls short answers Lat
 def _reads_as_english(tag: str, answer: str) -> bool:
     # A tag is what the model was told to write in: a German answer quoting English evidence
     # is German.
-    if tag or language_of("", answer) == "en":
-        return language_of(tag, answer) == "en"
+    said = language_of(tag, answer)
+    if tag or said == "en":
+        return said == "en"
     found = [w for w in words(QUOTED.sub(" ", answer)) if w.isalpha() and len(w) >= 3]
     known = sum(zipf(w) >= COMMON_WORD_ZIPF for w in found)
     return bool(found) and known >= ENGLISH_SHARE * len(found)
@@ -454,7 +460,7 @@ def unspanned_sentences(
     its visible characters is checked by nothing. Hidden markup is blanked in place so offsets
     hold.
     """
-    masked = _list_numbers(_HIDDEN.sub(lambda m: " " * len(m.group()), text))
+    masked = _masked(text)
     bounds: list[tuple[int, int]] = []
     start = 0
     for m in _SENTENCE_BREAK.finditer(masked):
@@ -482,7 +488,7 @@ def sentence_around(text: str, start: int, end: int) -> str:
     """The answer's sentence(s) a natively cited span ``text[start:end]`` stands in: a span
     checked alone let its sentence say anything around it ("Kestrel Express refunds complete
     within 5 business days." held by the span "within 5 business days")."""
-    masked = _list_numbers(_HIDDEN.sub(lambda m: " " * len(m.group()), text))
+    masked = _masked(text)
     lo = max((m.end() for m in _SENTENCE_BREAK.finditer(masked, 0, start)), default=0)
     after = _SENTENCE_BREAK.search(masked, max(start, end - 1))
     hi = after.start() if after else len(masked)

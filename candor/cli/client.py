@@ -5,7 +5,6 @@ from __future__ import annotations
 import collections
 import json
 import os
-import random
 import re
 import sys
 import time
@@ -18,7 +17,7 @@ import grpc
 from candor.common.v1 import evidence_pb2
 from candor.gate.v1 import gate_pb2, gate_pb2_grpc
 from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
-from candor.runtime.admission import retry_delay_of
+from candor.runtime.admission import backoff_seconds, retry_delay_of
 from candor.runtime.auth import API_KEY_HEADER
 from candor.runtime.errors import field_violations_of
 
@@ -481,9 +480,9 @@ def ask(
             if result.retry_after is None or last:
                 return result
             hint, busy = result.retry_after, "the generator"
-        ceiling = hint * 2**attempt
-        print(f"candor: {busy} is busy; asking again in {ceiling:.1f} s", file=sys.stderr)
-        _pause(random.uniform(ceiling / 2, ceiling))
+        wait = backoff_seconds(hint, attempt)
+        print(f"candor: {busy} is busy; asking again in {wait:.1f} s", file=sys.stderr)
+        _pause(wait)
     raise AssertionError("unreachable")
 
 

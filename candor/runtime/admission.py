@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import collections
 import random
+from collections.abc import Sequence
 from contextvars import ContextVar
 
 import grpc
-from google.protobuf import duration_pb2
+from google.protobuf import any_pb2, duration_pb2
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
@@ -166,15 +167,17 @@ def retry_pause(error: grpc.RpcError, attempt: int) -> float | None:
     on what is already failing."""
     if error.code() != grpc.StatusCode.UNAVAILABLE:  # type: ignore[attr-defined]
         return None
-    hint = retry_delay_of(error)
-    if hint is None:
-        try:
-            status = rpc_status.from_call(error)  # type: ignore[arg-type]
-        except ValueError:
-            return None
-        if status is not None and status.details:
-            return None
-        hint = TRANSPORT_RETRY_SECONDS
+    details = _details(error)
+    if details is None:
+        return None
+    # No details at all: the transport's failure. Details: only a shed is worth repeating.
+    hint = _shed_delay(details) if details else TRANSPORT_RETRY_SECONDS
+    return None if hint is None else backoff_seconds(hint, attempt)
+
+
+def backoff_seconds(hint: float, attempt: int) -> float:
+    """The wait before retry ``attempt`` (from 0): the hint doubled each attempt, with jitter
+    over its upper half, so callers shed together do not come back together."""
     ceiling = hint * 2**attempt
     return random.uniform(ceiling / 2, ceiling)
 
@@ -211,14 +214,23 @@ def overloaded_status(service: str) -> grpc.Status:
 def retry_delay_of(error: grpc.RpcError) -> float | None:
     """Client side: seconds to wait before retrying a call a server shed, or None when the
     error is not a shed (ErrorInfo reason OVERLOADED, or TENANT_LIMIT from a gate)."""
+    details = _details(error)
+    return _shed_delay(details) if details else None
+
+
+def _details(error: grpc.RpcError) -> Sequence[any_pb2.Any] | None:
+    """The google.rpc details an error carries (empty: none), or None when they cannot be read
+    (details that disagree with the call's code or message)."""
     try:
         status = rpc_status.from_call(error)  # type: ignore[arg-type]
-    except ValueError:  # details that disagree with the call's code or message
+    except ValueError:
         return None
-    if status is None:
-        return None
+    return status.details if status is not None else ()
+
+
+def _shed_delay(details: Sequence[any_pb2.Any]) -> float | None:
     shed, delay = False, RETRY_DELAY_SECONDS
-    for detail in status.details:
+    for detail in details:
         if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
             info = error_details_pb2.ErrorInfo()
             detail.Unpack(info)

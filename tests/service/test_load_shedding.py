@@ -535,10 +535,6 @@ def test_the_tenant_limit_counts_per_tenant_and_forgets_idle_ones() -> None:
 def test_candor_ask_asks_again_when_shed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import threading
-
-    from candor.cli import client
-    from candor.cli.main import main
 
     held = HeldRetrieval()
 
@@ -560,22 +556,11 @@ def test_candor_ask_asks_again_when_shed(
                 gate_pb2.EvaluateRequest(tenant="t", query="tyre pressure?"), timeout=20
             )
 
-    holder = threading.Thread(target=first_call)
-    pauses: list[float] = []
-
-    def pause(seconds: float) -> None:
-        # The CLI was shed and waits its backoff: the tenant's one call finishes meanwhile.
-        pauses.append(seconds)
-        retrieval.loop.loop.call_soon_threadsafe(held.release.set)
-        holder.join(10)
-
     try:
-        holder.start()
-        deadline = time.monotonic() + 10
-        while held.entered < 1 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        monkeypatch.setattr(client, "_pause", pause)
-        code = main(["ask", "What pressure for tyres?", "--target", target, "--tenant", "t"])
+        question = "What pressure for tyres?"
+        code, pauses = _cli_ask_while_held(
+            first_call, held, retrieval, question, target, monkeypatch
+        )
     finally:
         gate.stop()
         retrieval.stop()
@@ -589,10 +574,6 @@ def test_candor_ask_asks_again_when_the_generator_sheds_its_answer(
 ) -> None:
     # The decision came, then the generator shed the answer: the token is unspent, so the CLI
     # asks again rather than printing the shed as the answer's error.
-    import threading
-
-    from candor.cli import client
-    from candor.cli.main import main
 
     held = HeldGenerator()
 
@@ -624,21 +605,10 @@ def test_candor_ask_asks_again_when_the_generator_sheds_its_answer(
                 )
             )
 
-    holder = threading.Thread(target=first_ask)
-    pauses: list[float] = []
-
-    def pause(seconds: float) -> None:
-        pauses.append(seconds)
-        generator.loop.loop.call_soon_threadsafe(held.release.set)
-        holder.join(10)
-
     try:
-        holder.start()
-        deadline = time.monotonic() + 10
-        while held.entered < 1 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        monkeypatch.setattr(client, "_pause", pause)
-        code = main(["ask", question, "--target", target, "--tenant", "t"])
+        code, pauses = _cli_ask_while_held(
+            first_ask, held, generator, question, target, monkeypatch
+        )
     finally:
         gate.stop()
         retrieval.stop()
@@ -647,3 +617,35 @@ def test_candor_ask_asks_again_when_the_generator_sheds_its_answer(
     assert code == 0 and "80 to 100 psi" in captured.out
     assert "the generator is busy" in captured.err
     assert len(pauses) == 1
+
+
+def _cli_ask_while_held(
+    first_call: Callable[[], None],
+    held: HeldRetrieval | HeldGenerator,
+    where: Stack,
+    question: str,
+    target: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[int, list[float]]:
+    """``candor ask`` while ``first_call`` (in a thread) holds ``held`` on ``where``'s loop:
+    when the CLI is shed and waits its backoff, the held call is let go and finishes, so its
+    next try gets in. Returns the CLI's exit code and the pauses it took."""
+    import threading
+
+    from candor.cli import client
+    from candor.cli.main import main
+
+    holder = threading.Thread(target=first_call)
+    pauses: list[float] = []
+
+    def pause(seconds: float) -> None:
+        pauses.append(seconds)
+        where.loop.loop.call_soon_threadsafe(held.release.set)
+        holder.join(10)
+
+    holder.start()
+    deadline = time.monotonic() + 10
+    while held.entered < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    monkeypatch.setattr(client, "_pause", pause)
+    return main(["ask", question, "--target", target, "--tenant", "t"]), pauses
