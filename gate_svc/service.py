@@ -23,7 +23,6 @@ from candor.common.v1 import evidence_pb2
 from candor.gate.v1 import gate_pb2 as pb
 from candor.gate.v1 import gate_pb2_grpc as pb_grpc
 from candor.generator.v1 import generator_pb2, generator_pb2_grpc
-from candor.lru import LRU
 from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from candor.runtime.admission import (
     TenantLimit,
@@ -48,6 +47,7 @@ from candor.runtime.metrics import LATENCY_BUCKETS, ServiceMetrics, deadline_spe
 from candor.runtime.server import ServiceSpec
 from candor.runtime.validation import check_enum, check_language, check_query, check_tenant
 from candor.settings import ServerSettings, Settings, SettingsError
+from candor.throttle import Throttle
 from candor.token import (
     SigningKeyError,
     TokenSigner,
@@ -308,7 +308,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
         self._reader_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evidence-reader")
         self._signer, self._auth, self._m = signer, auth, metrics
         self._tenants = TenantLimit(self._s.max_in_flight_per_tenant)
-        self._limited_logged: LRU[str, float] = LRU(10_000)
+        self._limited_logged = Throttle(TENANT_LOG_SECONDS)
         interceptors = aio_client_interceptors()  # type: ignore[no-untyped-call]
         # A reply may be as large as its server sends (server.max_message_bytes in that
         # service's section), not the client's 4 MiB default.
@@ -379,11 +379,8 @@ class GateServicer(pb_grpc.GateServiceServicer):
     def _log_limited(self, tenant: str) -> None:
         # Which tenant is in the log, not a metric label (tenants are unbounded); once per
         # tenant every TENANT_LOG_SECONDS, so a tenant's burst is not a burst of log lines.
-        now = time.monotonic()
-        last = self._limited_logged.get(tenant)
-        if last is not None and now - last < TENANT_LOG_SECONDS:
+        if not self._limited_logged.due(tenant):
             return
-        self._limited_logged.put(tenant, now)
         log.warning(
             "tenant over its in-flight limit",
             extra={"tenant": tenant, "max_in_flight_per_tenant": self._tenants.limit},

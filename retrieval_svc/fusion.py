@@ -47,6 +47,44 @@ def best_first(hits: Sequence[Hit]) -> list[Hit]:
     return sorted(hits, key=lambda h: (-h.score, h.chunk.chunk_id))
 
 
+Version = tuple[str, str, str]
+"""(tenant, document id, generation): one version of one document."""
+
+
+def stale_versions(dense: Sequence[Hit], keyword: Sequence[Hit]) -> set[Version]:
+    """Versions whose hits must go so that every document is read at one version.
+
+    A write commits to the keyword store before the dense store publishes it, and a publish
+    that fails leaves the dense store behind until ``candor verify --repair``. While they
+    disagree the keyword arm's version is the current one, and a dense chunk of the old
+    version (same positional id, other text) must not stand in for it. A document with no
+    single keyword version to trust (the keyword arm met it at two, its query and a
+    rewrite's either side of a commit; or only the dense arm met it, at two, which Qdrant's
+    two-step publish can show) loses every hit: evidence from two versions of one document
+    can contradict itself, and a refusal for a few milliseconds is the honest cost.
+    """
+    seen: dict[tuple[str, str], tuple[set[str], set[str]]] = {}
+    for arm, hits in ((0, dense), (1, keyword)):
+        for h in hits:
+            key = (h.chunk.tenant, h.chunk.document_id)
+            seen.setdefault(key, (set(), set()))[arm].add(h.chunk.generation)
+    stale: set[Version] = set()
+    for (tenant, doc), (in_dense, in_keyword) in seen.items():
+        versions = in_dense | in_keyword
+        if len(versions) < 2:
+            continue
+        current = in_keyword if len(in_keyword) == 1 else set()
+        stale.update((tenant, doc, g) for g in versions - current)
+    return stale
+
+
+def without_versions(hits: Sequence[Hit], versions: set[Version]) -> list[Hit]:
+    """``hits`` less those of ``versions``."""
+    return [
+        h for h in hits if (h.chunk.tenant, h.chunk.document_id, h.chunk.generation) not in versions
+    ]
+
+
 def collapse_by_parent(hits: Sequence[Hit]) -> list[RankedHit]:
     """Keep each parent's best chunk, so paraphrases of one source vote once per arm.
 

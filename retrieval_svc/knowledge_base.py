@@ -58,6 +58,9 @@ class ArmOutcome:
 class RetrievalResult:
     candidates: list[fusion.FusedCandidate]
     arms: list[ArmOutcome]
+    mixed_versions: frozenset[tuple[str, str]] = frozenset()
+    """(tenant, document id) the arms returned at more than one version
+    (``fusion.stale_versions``)."""
 
     @property
     def degraded(self) -> bool:
@@ -513,6 +516,20 @@ class KnowledgeBase:
                     self._run_arm(KEYWORD, self._keyword_arm, wider, arm_timeout, caller_bound)
                 )
         dense_out, keyword_out, *expanded = await asyncio.gather(dense_task, keyword_task, *extra)
+        outs = [dense_out, keyword_out, *expanded]
+        # An operator asking for unpublished chunks asked to see every version.
+        stale = (
+            set()
+            if p.include_unpublished
+            else fusion.stale_versions(
+                [h for o in outs if o.arm == DENSE for h in o.hits],
+                [h for o in outs if o.arm == KEYWORD for h in o.hits],
+            )
+        )
+        if stale:
+            dense_out, keyword_out, *expanded = [
+                dataclasses.replace(o, hits=fusion.without_versions(o.hits, stale)) for o in outs
+            ]
         for out in expanded:
             if out.state != "ok":
                 log.warning("expansion arm failed", extra={"arm": out.arm, "state": out.state})
@@ -540,7 +557,8 @@ class KnowledgeBase:
         fused = await self._passages_for_questions(p.tenant, fused, left if readable else 0.0)
         if p.expansion:
             fused = await self._judged(p, fused, dense_out, keyword_out)
-        return RetrievalResult(fused[: p.top_k], [dense_out, keyword_out])
+        mixed = frozenset((tenant, doc) for tenant, doc, _ in stale)
+        return RetrievalResult(fused[: p.top_k], [dense_out, keyword_out], mixed)
 
     async def _judged(
         self,

@@ -7,7 +7,7 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -40,6 +40,7 @@ from candor.runtime.validation import (
 )
 from candor.settings import Settings
 from candor.text import is_blank
+from candor.throttle import Throttle
 from retrieval_svc.embed.factory import open_embedders
 from retrieval_svc.hypothetical import (
     DocumentQuestions,
@@ -101,6 +102,7 @@ _REWRITES = {
     FALLBACK_REJECTED: pb.QUERY_REWRITE_FALLBACK_REJECTED,
 }
 MAX_POOL = 200
+MIXED_LOG_SECONDS = 60.0
 REWRITE_DEADLINE_SHARE = 0.5
 """The rewrite may use at most this share of what the caller's deadline leaves: the search
 that follows needs the rest."""
@@ -147,6 +149,12 @@ class RetrievalMetrics:
         self.empty = Counter(
             "candor_retrieval_empty_results_total",
             "Retrieve calls that found nothing.",
+            registry=metrics.registry,
+        )
+        self.mixed_versions = Counter(
+            "candor_retrieval_mixed_versions_total",
+            "Documents a Retrieve met at two versions (the stores out of step) and read at the "
+            "keyword store's, or dropped when it had none.",
             registry=metrics.registry,
         )
         self.index_chunks = Gauge(
@@ -241,6 +249,18 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         # One writer at a time keeps the two stores' commits in the same order.
         self._write_lock = asyncio.Lock()
         self._arrivals = ArrivalOrder()
+        self._mixed_logged = Throttle(MIXED_LOG_SECONDS)
+
+    def _log_mixed(self, documents: Iterable[tuple[str, str]]) -> None:
+        # Which documents is in the log, not a metric label; once per document a minute, so a
+        # publish left undone does not log on every read of its document.
+        for tenant, document_id in sorted(documents):
+            if self._mixed_logged.due((tenant, document_id)):
+                log.warning(
+                    "a document is held at two versions; read at the keyword store's (if it "
+                    "has one): a write is landing, or its publish failed (candor verify)",
+                    extra={"tenant": tenant, "document_id": document_id},
+                )
 
     async def _write(self, write: Callable[[], _T], landed: Callable[[_T], None]) -> _T:
         """Run a store write in a thread under the write lock, which it holds until the write
@@ -419,6 +439,9 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         self._m.candidates.observe(len(result.candidates))
         if not result.candidates:
             self._m.empty.inc()
+        if result.mixed_versions:
+            self._m.mixed_versions.inc(len(result.mixed_versions))
+            self._log_mixed(result.mixed_versions)
         if (failure := no_arm_answered(ran)) is not None:
             await abort_info(context, *failure)
         reply = pb.RetrieveResponse(

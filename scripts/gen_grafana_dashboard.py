@@ -296,6 +296,17 @@ ROWS: list[tuple[str, list[Panel]]] = [
                 unit="ops",
                 width=12,
             ),
+            Panel(
+                "Documents read at two versions (stores out of step)",
+                [
+                    (
+                        f"sum(rate(candor_retrieval_mixed_versions_total{{{NS}}}[{RI}]))",
+                        "documents/s",
+                    ),
+                ],
+                unit="ops",
+                width=12,
+            ),
         ],
     ),
     (

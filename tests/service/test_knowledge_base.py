@@ -621,3 +621,43 @@ def test_a_long_curated_answer_still_matches_its_own_question(kb: KnowledgeBase)
     assert top.chunk.document_id == "faq-email" and top.dense is not None
     assert top.dense.score >= PolicyConfig("v").curated_min_cosine
     assert answer.strip() in top.chunk.text  # the whole answer is still what is served
+
+
+def test_a_document_the_stores_hold_at_two_versions_is_read_at_the_keyword_stores(
+    kb: KnowledgeBase,
+) -> None:
+    # A publish that fails leaves the dense store serving the old text under the same chunk
+    # ids until verify --repair, while the keyword store serves the new.
+    new = SourceDocument(
+        "t1", "tides", "Tides", "## Why tides happen\n\nTides are caused by the Moon.", 1
+    )
+    real_publish = kb._dense.publish_many
+
+    def unpublishable(*args: object) -> None:
+        raise ConnectionError("dense store went away before publishing")
+
+    kb._dense.publish_many = unpublishable  # type: ignore[method-assign]
+    assert {r.outcome for r in kb.upsert([new])} == {"failed"}
+    kb._dense.publish_many = real_publish  # type: ignore[method-assign]
+
+    result = _retrieve(kb, "why do tides happen, two high tides a day")
+    tides = [c for c in result.candidates if c.chunk.document_id == "tides"]
+    assert [c.chunk.text for c in tides] == ["Why tides happen\n\nTides are caused by the Moon."]
+    assert tides[0].dense is None and tides[0].keyword is not None
+    assert result.mixed_versions == {("t1", "tides")}
+    # The other documents are untouched, and so is an operator's view of every version.
+    assert {c.chunk.document_id for c in result.candidates} == {"tides", "bread", "bikes"}
+    everything = _retrieve(kb, "why do tides happen", include_unpublished=True)
+    assert not everything.mixed_versions
+
+    # Once the stores are in step again nothing is settled.
+    from retrieval_svc.reconcile import find_drift, repair
+
+    assert (
+        repair(find_drift(kb._dense.inventory(), kb._keyword.inventory()), kb._dense, kb._keyword)
+        == []
+    )
+    again = _retrieve(kb, "why do tides happen, two high tides a day")
+    assert not again.mixed_versions
+    assert again.candidates[0].chunk.text.endswith("Tides are caused by the Moon.")
+    assert again.candidates[0].in_both
