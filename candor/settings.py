@@ -351,6 +351,10 @@ class GeneratorSettings:
     cohere: CohereChatSettings = CohereChatSettings()
     openai_compat: OpenAICompatSettings = OpenAICompatSettings()
     max_query_chars: int = 2000
+    max_in_flight_per_tenant: int = 0
+    """Answers one tenant may have being written on a generator pod; one more is refused
+    RESOURCE_EXHAUSTED (reason TENANT_LIMIT, a retry hint) before its pass token is spent, so
+    one tenant's burst cannot take a whole LLM rate limit. 0: no per-tenant limit."""
 
 
 @dataclass(frozen=True)
@@ -620,6 +624,10 @@ def _validate(s: Settings) -> None:
         (
             s.gate.max_in_flight_per_tenant >= 0,
             "gate.max_in_flight_per_tenant must be >= 0 (0: no limit)",
+        ),
+        (
+            s.generator.max_in_flight_per_tenant >= 0,
+            "generator.max_in_flight_per_tenant must be >= 0 (0: no limit)",
         ),
         (s.gate.translation.cache_size >= 0, "gate.translation.cache_size must be >= 0"),
         (

@@ -9,7 +9,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 
@@ -25,13 +24,12 @@ from candor.gate.v1 import gate_pb2_grpc as pb_grpc
 from candor.generator.v1 import generator_pb2, generator_pb2_grpc
 from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from candor.runtime.admission import (
-    TenantLimit,
+    TenantShare,
     mark_shed,
     passed_on,
     release_slot,
     retry_delay_of,
     retry_pause,
-    tenant_limited_status,
 )
 from candor.runtime.auth import Authenticator, forwarded_metadata
 from candor.runtime.deadline import DeadlineExhausted, caller_bound, downstream_timeout
@@ -47,7 +45,6 @@ from candor.runtime.metrics import LATENCY_BUCKETS, ServiceMetrics, deadline_spe
 from candor.runtime.server import ServiceSpec
 from candor.runtime.validation import check_enum, check_language, check_query, check_tenant
 from candor.settings import ServerSettings, Settings, SettingsError
-from candor.throttle import Throttle
 from candor.token import (
     SigningKeyError,
     TokenSigner,
@@ -249,8 +246,6 @@ class GateMetrics:
         )
 
 
-TENANT_LOG_SECONDS = 10.0
-
 RETRIEVE_ATTEMPTS = 3
 """Tries of one Retrieve (``GateService._retrieve``); Generate is tried once."""
 
@@ -307,8 +302,9 @@ class GateServicer(pb_grpc.GateServiceServicer):
         # dropped from the queue instead of holding a thread.
         self._reader_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evidence-reader")
         self._signer, self._auth, self._m = signer, auth, metrics
-        self._tenants = TenantLimit(self._s.max_in_flight_per_tenant)
-        self._limited_logged = Throttle(TENANT_LOG_SECONDS)
+        self._tenants = TenantShare(
+            self._s.max_in_flight_per_tenant, "gate", self._m.tenant_limited
+        )
         interceptors = aio_client_interceptors()  # type: ignore[no-untyped-call]
         # A reply may be as large as its server sends (server.max_message_bytes in that
         # service's section), not the client's 4 MiB default.
@@ -359,32 +355,6 @@ class GateServicer(pb_grpc.GateServiceServicer):
         if v:
             await abort_invalid(context, v)
         await self._auth.authorize(context, caller, tenant)
-
-    @asynccontextmanager
-    async def _tenant_slot(
-        self, tenant: str, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[None]:
-        """One of the tenant's gate.max_in_flight_per_tenant slots for a decision, or the call
-        refused RESOURCE_EXHAUSTED (TENANT_LIMIT)."""
-        if not self._tenants.try_enter(tenant):
-            mark_shed()
-            self._m.tenant_limited.inc()
-            self._log_limited(tenant)
-            await abort_with(context, tenant_limited_status(tenant, self._tenants.limit))
-        try:
-            yield
-        finally:
-            self._tenants.leave(tenant)
-
-    def _log_limited(self, tenant: str) -> None:
-        # Which tenant is in the log, not a metric label (tenants are unbounded); once per
-        # tenant every TENANT_LOG_SECONDS, so a tenant's burst is not a burst of log lines.
-        if not self._limited_logged.due(tenant):
-            return
-        log.warning(
-            "tenant over its in-flight limit",
-            extra={"tenant": tenant, "max_in_flight_per_tenant": self._tenants.limit},
-        )
 
     async def _retrieve(
         self,
@@ -803,7 +773,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
         self, request: pb.EvaluateRequest, context: grpc.aio.ServicerContext
     ) -> pb.EvaluateResponse:
         await self._validate(request.tenant, request.query, request.language, request.mode, context)
-        async with self._tenant_slot(request.tenant, context):
+        async with self._tenants.slot(request.tenant, context):
             decision = await self._decide(
                 request.tenant, request.query, request.language, request.mode, context
             )
@@ -813,7 +783,7 @@ class GateServicer(pb_grpc.GateServiceServicer):
         self, request: pb.AskRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.AskResponse]:
         await self._validate(request.tenant, request.query, request.language, request.mode, context)
-        async with self._tenant_slot(request.tenant, context):
+        async with self._tenants.slot(request.tenant, context):
             decision = await self._decide(
                 request.tenant, request.query, request.language, request.mode, context
             )

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 from typing import NoReturn
 
@@ -17,6 +17,7 @@ from prometheus_client import Counter, Histogram
 from candor.common.v1 import evidence_pb2
 from candor.generator.v1 import generator_pb2 as pb
 from candor.generator.v1 import generator_pb2_grpc as pb_grpc
+from candor.runtime.admission import TenantShare
 from candor.runtime.auth import Authenticator
 from candor.runtime.errors import FieldViolations, abort_info, abort_invalid
 from candor.runtime.metrics import ServiceMetrics, deadline_spent
@@ -25,7 +26,7 @@ from candor.runtime.validation import check_enum, check_language, check_query
 from candor.secrets import read_secret
 from candor.settings import Settings, SettingsError
 from candor.text import zipf
-from candor.token import InMemoryReplayStore, KeyRing, TokenError, TokenVerifier
+from candor.token import InMemoryReplayStore, KeyRing, PassClaims, TokenError, TokenVerifier
 from generator_svc.citations import FAILURE_REASONS, failure_reason, verify_citations
 from generator_svc.groundedness import GroundednessResult, check_groundedness
 from generator_svc.llm.base import BackendError, Draft, EvidenceItem, GenerationInput, LLMBackend
@@ -94,6 +95,12 @@ def _frames_quotes(draft: Draft) -> bool:
 
 class GeneratorMetrics:
     def __init__(self, metrics: ServiceMetrics) -> None:
+        self.tenant_limited = Counter(
+            "candor_generator_tenant_limited_total",
+            "Answers refused RESOURCE_EXHAUSTED (TENANT_LIMIT): the tenant already had "
+            "generator.max_in_flight_per_tenant answers being written on this pod.",
+            registry=metrics.registry,
+        )
         self.llm_calls = Counter(
             "candor_generator_llm_calls_total",
             "Calls to the LLM backend.",
@@ -176,6 +183,9 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
         self._verifier, self._backend, self._auth, self._m = verifier, backend, auth, metrics
         self._opts = options or GeneratorOptions.from_settings(settings.generator)
         self._templates = templates or load_templates(self._opts.prompts_path)
+        self._tenants = TenantShare(
+            self._s.max_in_flight_per_tenant, "generator", metrics.tenant_limited
+        )
 
     async def _refuse_token(self, exc: TokenError, context: grpc.aio.ServicerContext) -> NoReturn:
         self._m.token_rejections.labels(exc.reason).inc()
@@ -215,10 +225,26 @@ class GeneratorServicer(pb_grpc.GeneratorServiceServicer):
             await self._refuse_token(exc, context)
         # Authorised before the token is spent: a caller refused here must not use it up.
         await self._auth.authorize(context, caller, claims.tenant)
-        try:
-            self._verifier.spend(claims)
-        except TokenError as exc:
-            await self._refuse_token(exc, context)
+        # A tenant at its share is refused before the token is spent, too: asking again is safe.
+        async with self._tenants.slot(claims.tenant, context):
+            try:
+                self._verifier.spend(claims)
+            except TokenError as exc:
+                await self._refuse_token(exc, context)
+            # aclosing: a client's cancel closes this stream at its yield; the answer's own
+            # stream must be closed with it (it closes the LLM's HTTP response).
+            async with contextlib.aclosing(self._answer(request, claims, context, start)) as out:
+                async for reply in out:
+                    yield reply
+
+    async def _answer(
+        self,
+        request: pb.GenerateRequest,
+        claims: PassClaims,
+        context: grpc.aio.ServicerContext,
+        start: float,
+    ) -> AsyncGenerator[pb.GenerateResponse, None]:
+        """The LLM's answer to an authorised request whose token is spent, verified."""
         budget = fit_to_budget(
             [EvidenceItem(e.chunk_id, e.title, e.text) for e in request.evidence],
             self._opts.context_budget_tokens,

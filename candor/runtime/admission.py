@@ -6,30 +6,36 @@ ran out of read time and was decided without a reading, so answerable questions 
 the limit is refused at once instead, as UNAVAILABLE (retry with backoff, on another replica if
 there is one), before it costs any work; health checks and reflection are never refused.
 
-Also here: the gate's per-tenant share (``TenantLimit``), and the client side of both (which
-errors to retry, and after how long).
+Also here: a service's per-tenant share (``TenantShare``; the gate's decisions, the generator's
+answers), and the client side of both (which errors to retry, and after how long).
 """
 
 from __future__ import annotations
 
 import collections
+import logging
 import random
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from contextvars import ContextVar
 
 import grpc
 from google.protobuf import any_pb2, duration_pb2
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
+from prometheus_client import Counter
 
-from candor.runtime.errors import DOMAIN, status_with
+from candor.runtime.errors import DOMAIN, abort_with, status_with
+from candor.throttle import Throttle
+
+log = logging.getLogger("candor.admission")
 
 RETRY_DELAY_SECONDS = 0.1
 """The retry hint a refused call carries (google.rpc.RetryInfo): a call here takes 5-50 ms."""
 MIN_RETRY_DELAY_SECONDS = 0.01
 REASON = "OVERLOADED"
 TENANT_REASON = "TENANT_LIMIT"
-"""A tenant's own share of a server was full (gate.max_in_flight_per_tenant)."""
+"""A tenant's own share of a server was full (``<service>.max_in_flight_per_tenant``)."""
 _SHED = frozenset({REASON, TENANT_REASON})
 
 
@@ -109,18 +115,58 @@ class TenantLimit:
             self.running[tenant] = n - 1
 
 
-def tenant_limited_status(tenant: str, limit: int) -> grpc.Status:
+class TenantShare:
+    """A service's per-tenant share of its calls (``<section>.max_in_flight_per_tenant``):
+    the limit, the refusal, its count and its log line."""
+
+    def __init__(self, limit: int, section: str, refused: Counter) -> None:
+        self._limit, self._section, self._refused = TenantLimit(limit), section, refused
+        self._logged = Throttle(TENANT_LOG_SECONDS)
+
+    @property
+    def limit(self) -> int:
+        return self._limit.limit
+
+    @asynccontextmanager
+    async def slot(self, tenant: str, context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
+        """One of ``tenant``'s slots for the block, or the call refused RESOURCE_EXHAUSTED
+        (TENANT_LIMIT) before the block runs."""
+        if not self._limit.try_enter(tenant):
+            mark_shed()
+            self._refused.inc()
+            # Which tenant is in the log, not a metric label (tenants are unbounded); once per
+            # tenant every TENANT_LOG_SECONDS, so a tenant's burst is not a burst of log lines.
+            if self._logged.due(tenant):
+                log.warning(
+                    "tenant over its in-flight limit",
+                    extra={
+                        "tenant": tenant,
+                        "setting": f"{self._section}.max_in_flight_per_tenant",
+                        "max_in_flight_per_tenant": self.limit,
+                    },
+                )
+            await abort_with(context, tenant_limited_status(tenant, self.limit, self._section))
+        try:
+            yield
+        finally:
+            self._limit.leave(tenant)
+
+
+TENANT_LOG_SECONDS = 10.0
+
+
+def tenant_limited_status(tenant: str, limit: int, section: str) -> grpc.Status:
     """RESOURCE_EXHAUSTED (the caller's own quota, not the server's state) with ErrorInfo
-    (reason TENANT_LIMIT, the tenant and its limit: the caller is authenticated by now) and
-    the same retry hint as a shed."""
+    (reason TENANT_LIMIT, the tenant, its limit and the service's settings section: the caller
+    is authenticated by now) and the same retry hint as a shed."""
     info = error_details_pb2.ErrorInfo(
         reason=TENANT_REASON,
         domain=DOMAIN,
-        metadata={"tenant": tenant, "max_in_flight_per_tenant": str(limit)},
+        metadata={"tenant": tenant, "max_in_flight_per_tenant": str(limit), "service": section},
     )
     message = (
         f"tenant {tenant!r} already has {limit} calls in flight on this server "
-        "(gate.max_in_flight_per_tenant); retry with backoff"
+        f"({section}.max_in_flight_per_tenant); retry with backoff"
     )
     return _pushed_back(
         status_with(grpc.StatusCode.RESOURCE_EXHAUSTED, message, [info, _retry_info()])

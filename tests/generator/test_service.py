@@ -4,6 +4,7 @@ cancellation closes the backend stream, backend selection from settings."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from types import SimpleNamespace
@@ -100,8 +101,14 @@ class ScriptedBackend:
         pass
 
 
-def servicer(backend: Any, **options: Any) -> tuple[GeneratorServicer, GeneratorMetrics]:
+def servicer(
+    backend: Any, per_tenant: int = 0, **options: Any
+) -> tuple[GeneratorServicer, GeneratorMetrics]:
     settings = Settings()
+    settings = dataclasses.replace(
+        settings,
+        generator=dataclasses.replace(settings.generator, max_in_flight_per_tenant=per_tenant),
+    )
     verifier = TokenVerifier(
         {"k1": KEY.public_key()}, "candor-gate", "candor-generator", InMemoryReplayStore()
     )
@@ -119,10 +126,13 @@ def servicer(backend: Any, **options: Any) -> tuple[GeneratorServicer, Generator
 
 
 def request(
-    evidence: tuple[EvidenceItem, ...] = EVIDENCE, tier: str = "confident", **kw: Any
+    evidence: tuple[EvidenceItem, ...] = EVIDENCE,
+    tier: str = "confident",
+    tenant: str = "acme",
+    **kw: Any,
 ) -> pb.GenerateRequest:
     token, _ = SIGNER.mint(
-        tenant="acme",
+        tenant=tenant,
         query=QUERY,
         evidence=[(e.chunk_id, e.text) for e in evidence],
         policy_version="v1",
@@ -180,6 +190,52 @@ async def test_answer_streams_deltas_then_a_verified_final() -> None:
     assert final.truncated_chunk_id == ""
     assert calls(m, "scripted") == 1 and outcome(m, "scripted", "ok") == 1
     assert m.tokens.labels("scripted", "output")._value.get() == 9
+
+
+async def test_a_tenant_at_its_share_is_refused_before_its_token_is_spent() -> None:
+    # One answer being written for acme (the LLM has started and not finished).
+    backend = ScriptedBackend("Most refunds", hang=True)
+    svc, m = servicer(backend, per_tenant=1)
+    first = svc.Generate(request(), FakeContext())  # type: ignore[arg-type]
+    assert (await anext(first)).delta.text == "Most refunds"
+
+    waiting = request()
+    with pytest.raises(Aborted) as limited:
+        await run(svc, waiting)
+    assert limited.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert limited.value.reason == "TENANT_LIMIT"
+    assert limited.value.metadata == {
+        "tenant": "acme",
+        "max_in_flight_per_tenant": "1",
+        "service": "generator",
+    }
+    assert "generator.max_in_flight_per_tenant" in str(limited.value)
+    assert calls(m, "scripted") == 1, "a refused answer must not reach the LLM"
+    assert m.tenant_limited._value.get() == 1
+
+    # Another tenant is not held back by acme.
+    backend.hang, backend.events = False, (f"{SENTENCE} [2]", GOOD)
+    other = await run(svc, request(tenant="globex"))
+    assert other[-1].final.verification.passed
+
+    # The first answer ends (its caller went away): acme's slot is back, and the refused
+    # request's token was never spent, so the same request is now answered.
+    backend.closed = False
+    await first.aclose()
+    assert backend.closed
+    again = await run(svc, waiting)
+    assert again[-1].final.verification.passed
+    assert m.tenant_limited._value.get() == 1
+
+
+async def test_no_per_tenant_limit_by_default() -> None:
+    backend = ScriptedBackend("Most refunds", hang=True)
+    svc, m = servicer(backend)
+    held = [svc.Generate(request(), FakeContext()) for _ in range(3)]  # type: ignore[arg-type]
+    assert [(await anext(h)).delta.text for h in held] == ["Most refunds"] * 3
+    assert calls(m, "scripted") == 3 and m.tenant_limited._value.get() == 0
+    for h in held:
+        await h.aclose()
 
 
 async def test_an_unverifiable_answer_fails_verification_whatever_its_citations_hold() -> None:

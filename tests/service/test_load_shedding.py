@@ -494,7 +494,12 @@ async def test_one_tenants_burst_is_refused_past_its_share_and_others_still_get_
             assert limited.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
             info = error_info_of(limited.value)
             assert info is not None and info.reason == TENANT_REASON
-            assert dict(info.metadata) == {"tenant": "noisy", "max_in_flight_per_tenant": "2"}
+            assert dict(info.metadata) == {
+                "tenant": "noisy",
+                "max_in_flight_per_tenant": "2",
+                "service": "gate",
+            }
+            assert "gate.max_in_flight_per_tenant" in limited.value.details()
             assert retry_delay_of(limited.value) == pytest.approx(RETRY_DELAY_SECONDS)
             assert held.entered == 2, "a limited call must not reach retrieval"
 

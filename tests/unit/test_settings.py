@@ -162,6 +162,11 @@ def test_boolean_env_values(value: str, expected: bool) -> None:
         # grpc's channel arguments are C ints: 2**31 failed the server's creation instead.
         ({"CANDOR_GATE__SERVER__MAX_MESSAGE_BYTES": str(2**31)}, "max_message_bytes must be"),
         ({"CANDOR_GATE__SERVER__MAX_IN_FLIGHT": "-1"}, r"gate\.server\.max_in_flight"),
+        ({"CANDOR_GATE__MAX_IN_FLIGHT_PER_TENANT": "-1"}, r"gate\.max_in_flight_per_tenant"),
+        (
+            {"CANDOR_GENERATOR__MAX_IN_FLIGHT_PER_TENANT": "-2"},
+            r"generator\.max_in_flight_per_tenant must be >= 0",
+        ),
         (
             {"CANDOR_GATE__MAX_QUERY_CHARS": "5000"},
             r"gate\.max_query_chars \(5000\) must not exceed retrieval\.max_query_chars \(2000\)",
