@@ -102,7 +102,7 @@ _REWRITES = {
     FALLBACK_REJECTED: pb.QUERY_REWRITE_FALLBACK_REJECTED,
 }
 MAX_POOL = 200
-MIXED_LOG_SECONDS = 60.0
+OUT_OF_STEP_LOG_SECONDS = 60.0
 REWRITE_DEADLINE_SHARE = 0.5
 """The rewrite may use at most this share of what the caller's deadline leaves: the search
 that follows needs the rest."""
@@ -151,10 +151,10 @@ class RetrievalMetrics:
             "Retrieve calls that found nothing.",
             registry=metrics.registry,
         )
-        self.mixed_versions = Counter(
-            "candor_retrieval_mixed_versions_total",
-            "Documents a Retrieve met at two versions (the stores out of step) and read at the "
-            "keyword store's, or dropped when it had none.",
+        self.out_of_step = Counter(
+            "candor_retrieval_out_of_step_total",
+            "Documents a Retrieve met at a version the keyword store does not hold now (the "
+            "stores out of step): read at the keyword store's version, or left out.",
             registry=metrics.registry,
         )
         self.index_chunks = Gauge(
@@ -249,16 +249,17 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         # One writer at a time keeps the two stores' commits in the same order.
         self._write_lock = asyncio.Lock()
         self._arrivals = ArrivalOrder()
-        self._mixed_logged = Throttle(MIXED_LOG_SECONDS)
+        self._out_of_step_logged = Throttle(OUT_OF_STEP_LOG_SECONDS)
 
-    def _log_mixed(self, documents: Iterable[tuple[str, str]]) -> None:
+    def _log_out_of_step(self, documents: Iterable[tuple[str, str]]) -> None:
         # Which documents is in the log, not a metric label; once per document a minute, so a
-        # publish left undone does not log on every read of its document.
+        # write left half done does not log on every read of its document.
         for tenant, document_id in sorted(documents):
-            if self._mixed_logged.due((tenant, document_id)):
+            if self._out_of_step_logged.due((tenant, document_id)):
                 log.warning(
-                    "a document is held at two versions; read at the keyword store's (if it "
-                    "has one): a write is landing, or its publish failed (candor verify)",
+                    "a document is out of step between the stores; read at the keyword "
+                    "store's version, or left out: a write is landing, or one failed part-way "
+                    "(candor verify)",
                     extra={"tenant": tenant, "document_id": document_id},
                 )
 
@@ -439,9 +440,9 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         self._m.candidates.observe(len(result.candidates))
         if not result.candidates:
             self._m.empty.inc()
-        if result.mixed_versions:
-            self._m.mixed_versions.inc(len(result.mixed_versions))
-            self._log_mixed(result.mixed_versions)
+        if result.out_of_step:
+            self._m.out_of_step.inc(len(result.out_of_step))
+            self._log_out_of_step(result.out_of_step)
         if (failure := no_arm_answered(ran)) is not None:
             await abort_info(context, *failure)
         reply = pb.RetrieveResponse(

@@ -297,10 +297,10 @@ ROWS: list[tuple[str, list[Panel]]] = [
                 width=12,
             ),
             Panel(
-                "Documents read at two versions (stores out of step)",
+                "Documents out of step between the stores (read at the keyword store's)",
                 [
                     (
-                        f"sum(rate(candor_retrieval_mixed_versions_total{{{NS}}}[{RI}]))",
+                        f"sum(rate(candor_retrieval_out_of_step_total{{{NS}}}[{RI}]))",
                         "documents/s",
                     ),
                 ],

@@ -644,11 +644,11 @@ def test_a_document_the_stores_hold_at_two_versions_is_read_at_the_keyword_store
     tides = [c for c in result.candidates if c.chunk.document_id == "tides"]
     assert [c.chunk.text for c in tides] == ["Why tides happen\n\nTides are caused by the Moon."]
     assert tides[0].dense is None and tides[0].keyword is not None
-    assert result.mixed_versions == {("t1", "tides")}
+    assert result.out_of_step == {("t1", "tides")}
     # The other documents are untouched, and so is an operator's view of every version.
     assert {c.chunk.document_id for c in result.candidates} == {"tides", "bread", "bikes"}
     everything = _retrieve(kb, "why do tides happen", include_unpublished=True)
-    assert not everything.mixed_versions
+    assert not everything.out_of_step
 
     # Once the stores are in step again nothing is settled.
     from retrieval_svc.reconcile import find_drift, repair
@@ -658,6 +658,70 @@ def test_a_document_the_stores_hold_at_two_versions_is_read_at_the_keyword_store
         == []
     )
     again = _retrieve(kb, "why do tides happen, two high tides a day")
-    assert not again.mixed_versions
+    assert not again.out_of_step
     assert again.candidates[0].chunk.text.endswith("Tides are caused by the Moon.")
     assert again.candidates[0].in_both
+
+
+def _publish_fails(kb: KnowledgeBase, doc: SourceDocument) -> None:
+    real_publish = kb._dense.publish_many
+
+    def unpublishable(*args: object) -> None:
+        raise ConnectionError("dense store went away before publishing")
+
+    kb._dense.publish_many = unpublishable  # type: ignore[method-assign]
+    assert {r.outcome for r in kb.upsert([doc])} == {"failed"}
+    kb._dense.publish_many = real_publish  # type: ignore[method-assign]
+
+
+# No word of it is in the new tides text: only the dense arm can find the tides document.
+BY_MEANING = "ocean water level rising and falling twice daily"
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "dense"])
+def test_old_text_only_the_dense_arm_finds_is_not_served(kb: KnowledgeBase, mode: str) -> None:
+    before = _retrieve(kb, BY_MEANING, mode=mode)
+    assert before.candidates[0].chunk.document_id == "tides"
+    assert not before.out_of_step
+
+    new = SourceDocument(
+        "t1", "tides", "Tides", "## Why tides happen\n\nTides are caused by the Moon.", 1
+    )
+    _publish_fails(kb, new)
+    by_keyword = _retrieve(kb, BY_MEANING, mode="keyword")
+    assert "tides" not in {c.chunk.document_id for c in by_keyword.candidates}
+    after = _retrieve(kb, BY_MEANING, mode=mode)
+    assert "tides" not in {c.chunk.document_id for c in after.candidates}
+    assert after.out_of_step == {("t1", "tides")}
+    assert [c.fused_rank for c in after.candidates] == list(range(1, len(after.candidates) + 1))
+
+
+def test_a_document_whose_dense_delete_failed_is_not_served(kb: KnowledgeBase) -> None:
+    real_delete = kb._dense.delete
+
+    def undeletable(*args: object) -> int:
+        raise ConnectionError("dense store went away while deleting")
+
+    kb._dense.delete = undeletable  # type: ignore[method-assign]
+    assert [r.outcome for r in kb.delete("t1", ["tides"])] == ["failed"]
+    kb._dense.delete = real_delete  # type: ignore[method-assign]
+
+    result = _retrieve(kb, "why are there two high tides a day")
+    assert "tides" not in {c.chunk.document_id for c in result.candidates}
+    assert result.out_of_step == {("t1", "tides")}
+    # The retried delete finds it in the dense store alone and removes it.
+    assert [r.outcome for r in kb.delete("t1", ["tides"])] == ["deleted"]
+    assert not _retrieve(kb, "why are there two high tides a day").out_of_step
+
+
+def test_dense_only_candidates_stay_when_the_keyword_store_cannot_say(
+    kb: KnowledgeBase, caplog: pytest.LogCaptureFixture
+) -> None:
+    def unreadable(*args: object) -> list[object]:
+        raise ConnectionError("keyword store went away after searching")
+
+    kb._keyword.get = unreadable  # type: ignore[method-assign]
+    result = _retrieve(kb, BY_MEANING)
+    assert result.candidates[0].chunk.document_id == "tides"
+    assert not result.out_of_step
+    assert "cannot check dense-only candidates" in caplog.text

@@ -1,5 +1,5 @@
 """A document the two stores hold at two versions (a publish that failed) is served at one,
-counted in candor_retrieval_mixed_versions_total and logged once a minute per document."""
+counted in candor_retrieval_out_of_step_total and logged once a minute per document."""
 
 from __future__ import annotations
 
@@ -62,8 +62,8 @@ def test_a_document_at_two_versions_is_served_at_one_counted_and_logged(
                 assert [c.text for c in reply.candidates] == [NEW]
                 assert not reply.degraded
         text = scrape(stack.metrics_port("RetrievalService"))
-        assert metric_value(text, "candor_retrieval_mixed_versions_total") == 2
-        logged = [r for r in caplog.records if "held at two versions" in r.getMessage()]
+        assert metric_value(text, "candor_retrieval_out_of_step_total") == 2
+        logged = [r for r in caplog.records if "out of step between the stores" in r.getMessage()]
         assert [(r.tenant, r.document_id) for r in logged] == [("t", "bikes")]  # type: ignore[attr-defined]
     finally:
         stack.stop()
