@@ -696,6 +696,17 @@ def test_old_text_only_the_dense_arm_finds_is_not_served(kb: KnowledgeBase, mode
     assert [c.fused_rank for c in after.candidates] == list(range(1, len(after.candidates) + 1))
 
 
+def test_a_candidate_left_out_makes_room_for_the_next_one_checked_in_turn(
+    kb: KnowledgeBase,
+) -> None:
+    new = SourceDocument(
+        "t1", "tides", "Tides", "## Why tides happen\n\nTides are caused by the Moon.", 1
+    )
+    _publish_fails(kb, new)
+    (only,) = _retrieve(kb, BY_MEANING, mode="dense", top_k=1).candidates
+    assert only.chunk.document_id != "tides" and only.fused_rank == 1
+
+
 def test_a_document_whose_dense_delete_failed_is_not_served(kb: KnowledgeBase) -> None:
     real_delete = kb._dense.delete
 
