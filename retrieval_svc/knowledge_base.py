@@ -555,10 +555,12 @@ class KnowledgeBase:
         # deadline leaves, not what the arms left: a dense arm that timed out left it none.
         readable = keyword_out.state == "ok" or p.mode == "dense"
         left = min(arm_timeout, time_left - (time.perf_counter() - started))
-        fused = await self._passages_for_questions(p.tenant, fused, left if readable else 0.0)
+        fused, out_of_step = await self._passages_for_questions(
+            p.tenant, fused, left if readable else 0.0
+        )
         if p.expansion:
             fused = await self._judged(p, fused, dense_out, keyword_out)
-        out_of_step = {(tenant, doc) for tenant, doc, _ in stale}
+        out_of_step |= {(tenant, doc) for tenant, doc, _ in stale}
         if readable and not p.include_unpublished:
             left = min(arm_timeout, time_left - (time.perf_counter() - started))
             fused, unheld = await self._held_by_keyword(p.tenant, fused, p.top_k, left)
@@ -674,17 +676,20 @@ class KnowledgeBase:
 
     async def _passages_for_questions(
         self, tenant: str, fused: list[fusion.FusedCandidate], budget: float
-    ) -> list[fusion.FusedCandidate]:
-        """Swap in a passage chunk for each candidate only a hypothetical question found.
+    ) -> tuple[list[fusion.FusedCandidate], set[tuple[str, str]]]:
+        """Swap in a passage chunk for each candidate only a hypothetical question found, and
+        say which (tenant, document) had only a passage of another version.
 
         The parent passage's own text is not stored anywhere, so its first window stands in
         (it opens the passage and carries its heading). Where that cannot be read (within
         ``budget`` seconds) the candidate is dropped: a question must never reach the gate as
-        evidence.
+        evidence. So is one whose passage the keyword store holds at another version: positions
+        move between versions, and an old question would vouch for whatever section took its
+        passage's place ("how long is the warranty?" for the colours on offer).
         """
         pending = fusion.needs_passage(fused)
         if not pending:
-            return fused
+            return fused, set()
         ids = [child_id(c.chunk.parent_id, 0) for c in pending]
         loop = asyncio.get_running_loop()
         found: list[Chunk] = []
@@ -698,15 +703,19 @@ class KnowledgeBase:
                 log.warning("cannot read passages for question hits", extra={"error": repr(exc)})
         by_id = {c.chunk_id: c for c in found if not c.is_question}
         dropped = []
+        other_version: set[tuple[str, str]] = set()
         for cand, chunk_id in zip(pending, ids, strict=True):
             passage = by_id.get(chunk_id)
-            if passage is None:
+            if passage is not None and passage.generation != cand.chunk.generation:
+                other_version.add((cand.chunk.tenant, cand.chunk.document_id))
+                dropped.append(cand)
+            elif passage is None:
                 dropped.append(cand)
             else:
                 cand.chunk = passage
-        if dropped:
+        if len(dropped) > len(other_version):
             log.warning("dropped question hits without a passage", extra={"count": len(dropped)})
-        return fusion.drop_and_rerank(fused, dropped)
+        return fusion.drop_and_rerank(fused, dropped), other_version
 
     def close(self) -> None:
         self._dense_pool.shutdown(wait=False, cancel_futures=True)

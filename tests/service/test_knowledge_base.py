@@ -736,3 +736,25 @@ def test_dense_only_candidates_stay_when_the_keyword_store_cannot_say(
     assert result.candidates[0].chunk.document_id == "tides"
     assert not result.out_of_step
     assert "cannot check dense-only candidates" in caplog.text
+
+
+def test_an_old_versions_question_does_not_vouch_for_the_new_versions_passage(
+    kb: KnowledgeBase,
+) -> None:
+    # v1's question points at its first section, the warranty; in v2 (whose publish failed,
+    # so the dense store still holds v1 and its question) the first section is the colours.
+    v1 = "## Warranty\n\nEvery frobnicator is covered for 24 months from purchase.\n\n## Colours\n\nAvailable in red and blue."
+    v2 = "## Colours\n\nAvailable in red and blue.\n\n## Cleaning\n\nWipe with a damp cloth."
+    questions = {"gadget": {"gadget#p0": ["How long is the guarantee on my device?"]}}
+
+    def doc(text: str) -> SourceDocument:
+        return SourceDocument("t1", "gadget", "Frobnicator", text, 1)
+
+    assert kb.upsert([doc(v1)], questions=questions)[0].outcome == "written"
+    _publish_fails(kb, doc(v2))
+    # A pool of one: the question is the dense arm's only hit, without its passage.
+    result = _retrieve(kb, "guarantee period for my device?", candidate_pool=1)
+    assert [a.state for a in result.arms] == ["ok", "ok"]
+    served = [c.chunk.text for c in result.candidates if c.chunk.document_id == "gadget"]
+    assert not any(t.startswith("Colours") for t in served), served
+    assert ("t1", "gadget") in result.out_of_step
