@@ -102,9 +102,10 @@ def translation_problem(text: str, source: str, language: str) -> str:
 
 
 def hint_language(hint: str) -> str:
-    """The primary language of a caller's hint: BCP-47 uses "-", POSIX locales "_", so
-    "de_DE" is German too."""
-    return (hint or "").replace("_", "-").split("-")[0].lower()
+    """The primary language of a caller's hint: BCP-47 uses "-", POSIX locales "_" and may
+    add a codeset and a modifier, so "de_DE", "fr.UTF-8" and "sr@latin" are German, French
+    and Serbian."""
+    return re.split(r"[-_.@]", hint or "")[0].lower()
 
 
 def refusal_message(

@@ -36,7 +36,9 @@ def test_refusal_message_follows_detected_language() -> None:
     assert (message, lang) == (DEFAULT_MESSAGES["de"], "de")
 
 
-@pytest.mark.parametrize("hint", ["de-DE", "de", "DE", "de-AT", "de_DE"])
+@pytest.mark.parametrize(
+    "hint", ["de-DE", "de", "DE", "de-AT", "de_DE", "de.UTF-8", "de@euro", "de_DE.UTF-8@euro"]
+)
 def test_refusal_message_honours_a_language_hint(hint: str) -> None:
     message, lang = refusal_message("How do I reset my password?", hint, {})
     assert lang == "de"
