@@ -743,7 +743,10 @@ def test_an_old_versions_question_does_not_vouch_for_the_new_versions_passage(
 ) -> None:
     # v1's question points at its first section, the warranty; in v2 (whose publish failed,
     # so the dense store still holds v1 and its question) the first section is the colours.
-    v1 = "## Warranty\n\nEvery frobnicator is covered for 24 months from purchase.\n\n## Colours\n\nAvailable in red and blue."
+    v1 = (
+        "## Warranty\n\nEvery frobnicator is covered for 24 months from purchase.\n\n"
+        "## Colours\n\nAvailable in red and blue."
+    )
     v2 = "## Colours\n\nAvailable in red and blue.\n\n## Cleaning\n\nWipe with a damp cloth."
     questions = {"gadget": {"gadget#p0": ["How long is the guarantee on my device?"]}}
 
@@ -758,3 +761,34 @@ def test_an_old_versions_question_does_not_vouch_for_the_new_versions_passage(
     served = [c.chunk.text for c in result.candidates if c.chunk.document_id == "gadget"]
     assert not any(t.startswith("Colours") for t in served), served
     assert ("t1", "gadget") in result.out_of_step
+
+
+def test_a_store_that_times_out_is_not_tried_once_per_document(kb: KnowledgeBase) -> None:
+    # Slow, not down: a count still answers, so the batch falls back to one document at a time.
+    attempts: list[int] = []
+
+    def slow(documents: list[object]) -> None:
+        attempts.append(len(documents))
+        raise TimeoutError("ConnectionTimeout caused by - ReadTimeoutError(read timeout=30)")
+
+    kb._keyword.replace_many = slow  # type: ignore[method-assign]
+    docs = [SourceDocument("t1", f"d{i}", "T", f"## S\n\nText number {i}.", 1) for i in range(16)]
+    results = kb.upsert(docs)
+    # The batch once and the first document once; no retries of a timeout, no 14 more waits.
+    assert attempts == [16, 1]
+    assert {r.outcome for r in results} == {"failed"}
+    assert "ReadTimeoutError" in results[0].error
+    assert all(r.error.startswith("not written: a store timed out") for r in results[1:])
+
+
+def test_one_document_failing_alone_still_lets_the_others_land(kb: KnowledgeBase) -> None:
+    real = kb._keyword.replace_many
+
+    def picky(documents: list[tuple[str, str, object]]) -> None:
+        if any(doc == "bad" for _, doc, _ in documents):
+            raise ValueError("the store refuses this document")
+        real(documents)  # type: ignore[arg-type]
+
+    kb._keyword.replace_many = picky  # type: ignore[method-assign]
+    docs = [SourceDocument("t1", d, "T", f"## S\n\nText of {d}.", 1) for d in ("a", "bad", "c")]
+    assert [r.outcome for r in kb.upsert(docs)] == ["written", "failed", "written"]
