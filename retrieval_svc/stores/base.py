@@ -110,6 +110,10 @@ class DenseStore(Protocol):
 
 
 class KeywordStore(Protocol):
+    reads_in_process: bool
+    """``holds`` reads local index files in microseconds (no network, no stored text):
+    callers may run it on their event loop rather than pay a thread hop."""
+
     def replace(self, tenant: str, document_id: str, chunks: Sequence[Chunk]) -> None:
         """Atomically replace a document's chunks (visible on commit)."""
         ...
@@ -122,6 +126,11 @@ class KeywordStore(Protocol):
 
     def get(self, tenant: str, chunk_ids: Sequence[str]) -> list[Chunk]:
         """The ``tenant``'s chunks among ``chunk_ids`` (any order; unknown ids are skipped)."""
+        ...
+
+    def holds(self, tenant: str, versions: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+        """The (chunk id, generation) pairs among ``versions`` the store holds for ``tenant``,
+        without reading their text."""
         ...
 
     def search(self, tenant: str, query: str, limit: int) -> list[Hit]:

@@ -149,6 +149,8 @@ class DeferredDense(_Deferred[DenseStore]):
 class DeferredKeyword(_Deferred[KeywordStore]):
     """A KeywordStore that opens when its server is reachable; until then each call raises."""
 
+    reads_in_process = False
+
     def replace(self, tenant: str, document_id: str, chunks: Sequence[Chunk]) -> None:
         self._get().replace(tenant, document_id, chunks)
 
@@ -160,6 +162,9 @@ class DeferredKeyword(_Deferred[KeywordStore]):
 
     def get(self, tenant: str, chunk_ids: Sequence[str]) -> list[Chunk]:
         return self._get().get(tenant, chunk_ids)
+
+    def holds(self, tenant: str, versions: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+        return self._get().holds(tenant, versions)
 
     def search(self, tenant: str, query: str, limit: int) -> list[Hit]:
         return self._get().search(tenant, query, limit)

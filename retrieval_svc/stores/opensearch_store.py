@@ -333,6 +333,8 @@ def _document_filter(tenant: str, document_id: str) -> list[dict[str, Any]]:
 
 
 class OpenSearchKeywordStore:
+    reads_in_process = False
+
     def __init__(self, settings: OpenSearchSettings, *, create: bool = True) -> None:
         self._index = settings.index
         self._write_timeout = max(settings.timeout_seconds, _MIN_WRITE_TIMEOUT_SECONDS)
@@ -593,6 +595,31 @@ class OpenSearchKeywordStore:
         # The _id already hashes the tenant; the check keeps isolation explicit.
         found = (_chunk(d["_source"], d["_id"]) for d in response["docs"] if d.get("found"))
         return [c for c in found if c is not None and c.tenant == tenant]
+
+    def holds(self, tenant: str, versions: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+        ids = sorted({chunk_id for chunk_id, _ in versions})
+        if not ids:
+            return set()
+        response = cast(
+            dict[str, Any],
+            self._client.mget(
+                index=self._index,
+                body={"ids": [chunk_doc_id(tenant, i) for i in ids]},
+                _source_includes="tenant,chunk_id,generation",
+            ),
+        )
+        failed = [d for d in response["docs"] if "error" in d]
+        if failed:
+            raise OpenSearchReadError(
+                f"OpenSearch could not read {len(failed)} of {len(ids)} chunks from "
+                f"{self._index!r}; first: {failed[0]['error']}"
+            )
+        found = {
+            (s.get("chunk_id"), s.get("generation"))
+            for d in response["docs"]
+            if d.get("found") and (s := d.get("_source") or {}).get("tenant") == tenant
+        }
+        return {v for v in versions if v in found}
 
     def inventory(self) -> list[StoredChunk]:
         out = []

@@ -77,6 +77,8 @@ def _doc_key(tenant: str, document_id: str) -> str:
 
 
 class TantivyKeywordStore:
+    reads_in_process = True
+
     def __init__(self, path: Path, min_free_bytes: int = 0) -> None:
         """Open (or create) the index at ``path``; writes first check that the disk keeps
         ``min_free_bytes`` free (0 does not check)."""
@@ -196,6 +198,29 @@ class TantivyKeywordStore:
         return [
             _chunk(searcher.doc(address)) for _, address in searcher.search(query, len(ids)).hits
         ]
+
+    def holds(self, tenant: str, versions: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+        # A count per pair reads the term index only; a doc fetch would decompress the text.
+        searcher = self._index.searcher()
+        owner = tantivy.Query.term_query(self._schema, "tenant", tenant)
+        held = set()
+        for chunk_id, generation in set(versions):
+            query = tantivy.Query.boolean_query(
+                [
+                    (tantivy.Occur.Must, owner),
+                    (
+                        tantivy.Occur.Must,
+                        tantivy.Query.term_query(self._schema, "chunk_id", chunk_id),
+                    ),
+                    (
+                        tantivy.Occur.Must,
+                        tantivy.Query.term_query(self._schema, "generation", generation),
+                    ),
+                ]
+            )
+            if searcher.search(query, 1).hits:
+                held.add((chunk_id, generation))
+        return held
 
     def count(self) -> int:
         self._index.reload()

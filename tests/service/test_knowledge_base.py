@@ -731,7 +731,7 @@ def test_dense_only_candidates_stay_when_the_keyword_store_cannot_say(
     def unreadable(*args: object) -> list[object]:
         raise ConnectionError("keyword store went away after searching")
 
-    kb._keyword.get = unreadable  # type: ignore[method-assign]
+    kb._keyword.holds = unreadable  # type: ignore[method-assign]
     result = _retrieve(kb, BY_MEANING)
     assert result.candidates[0].chunk.document_id == "tides"
     assert not result.out_of_step

@@ -225,6 +225,25 @@ def test_get_returns_the_tenants_chunks_by_id(keyword_store: KeywordStore) -> No
     assert other.tenant == "u" and "someone else" in other.text
 
 
+def test_holds_says_which_chunk_versions_the_tenant_has(keyword_store: KeywordStore) -> None:
+    keyword_store.replace("t", "doc", [chunk("t", "doc", i, text=f"parcel {i}") for i in range(2)])
+    keyword_store.replace("u", "other", [chunk("u", "other", 0, text="someone else's")])
+    (mine,) = keyword_store.get("t", ["doc#p0c0"])
+    (theirs,) = keyword_store.get("u", ["other#p0c0"])
+    asked = [
+        ("doc#p0c0", mine.generation),  # held
+        ("doc#p0c1", mine.generation),  # held
+        ("doc#p0c0", "another-version"),  # the chunk, at a version the store no longer holds
+        ("doc#p0c7", mine.generation),  # no such chunk
+        ("other#p0c0", theirs.generation),  # another tenant's
+    ]
+    assert keyword_store.holds("t", asked) == {asked[0], asked[1]}
+    assert keyword_store.holds("t", []) == set()
+    assert keyword_store.holds("u", asked) == {asked[4]}
+    keyword_store.delete("t", "doc")
+    assert keyword_store.holds("t", asked) == set()
+
+
 def test_delete_returns_the_count_and_removes(keyword_store: KeywordStore) -> None:
     keyword_store.replace("t", "doc", [chunk("t", "doc", i, text="parcel") for i in range(3)])
     _write(keyword_store, "t", {"keep": "parcel"})
