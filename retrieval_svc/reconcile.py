@@ -22,7 +22,8 @@ class Drift:
     tenant: str
     document_id: str
     kind: str
-    """unpublished, stale_dense, orphan_staged, chunk_mismatch, missing_dense, missing_keyword,
+    """unpublished, stale_dense, orphan_staged, chunk_mismatch, missing_dense, dense_outdated
+    (both stores hold the document, the dense store only at other generations), missing_keyword,
     or unreadable (dense points whose payload is lost: no document to name)."""
     detail: str
     keyword_generation: str = ""
@@ -72,8 +73,11 @@ def find_drift(dense: Sequence[StoredChunk], keyword: Sequence[StoredChunk]) -> 
         staged = {c.generation for c in d if not c.published}
         current = [c for c in d if c.generation == k_gen]
         if not current:
+            # In both stores, so never "partial": --drop-partial deleted a document the
+            # keyword store served in full (an outside probe).
+            held = sorted({c.generation for c in d})
             drifts.append(
-                Drift(tenant, doc, "missing_dense", f"dense lacks generation {k_gen}", k_gen)
+                Drift(tenant, doc, "dense_outdated", f"dense holds {held}, keyword {k_gen}", k_gen)
             )
         elif {c.chunk_id for c in current} != {c.chunk_id for c in k}:
             drifts.append(

@@ -82,14 +82,16 @@ def parser() -> argparse.ArgumentParser:
     verify = sub.add_parser(
         "verify",
         help="find drift between the dense and keyword stores (stop the server first "
-        "when they are the embedded ones)",
+        "when they are the embedded ones; stop writes before --repair: it acts on what it "
+        "read, and a write landing meanwhile can be undone)",
     )
     verify.add_argument("--config", default=None)
     verify.add_argument("--repair", action="store_true", help="fix publish-state drift")
     verify.add_argument(
         "--drop-partial",
         action="store_true",
-        help="with --repair: delete documents present in only one store",
+        help="with --repair: delete documents present in only one store (not one the dense "
+        "store holds at an older version: re-ingest those)",
     )
     reindex = sub.add_parser(
         "reindex",

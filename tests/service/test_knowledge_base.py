@@ -792,3 +792,21 @@ def test_one_document_failing_alone_still_lets_the_others_land(kb: KnowledgeBase
     kb._keyword.replace_many = picky  # type: ignore[method-assign]
     docs = [SourceDocument("t1", d, "T", f"## S\n\nText of {d}.", 1) for d in ("a", "bad", "c")]
     assert [r.outcome for r in kb.upsert(docs)] == ["written", "failed", "written"]
+
+
+def test_drop_partial_keeps_a_document_both_stores_hold_at_different_versions(
+    kb: KnowledgeBase,
+) -> None:
+    from retrieval_svc.ingest import chunk_document
+    from retrieval_svc.reconcile import find_drift, repair
+
+    # The keyword store holds v2; the dense store only v1 (v2's dense copy was lost).
+    v2 = SourceDocument("t1", "tides", "Tides", "## Why tides happen\n\nThe Moon, mostly.", 1)
+    kb._keyword.replace("t1", "tides", chunk_document(v2, 80, 20))
+    drifts = find_drift(kb._dense.inventory(), kb._keyword.inventory())
+    assert [(d.document_id, d.kind) for d in drifts] == [("tides", "dense_outdated")]
+    # Not a partial document: it stays for re-ingesting, in both stores.
+    assert repair(drifts, kb._dense, kb._keyword, drop_partial=True) == drifts
+    assert (
+        _retrieve(kb, "the Moon, mostly", mode="keyword").candidates[0].chunk.document_id == "tides"
+    )

@@ -26,6 +26,7 @@ def test_each_kind_of_drift_is_named() -> None:
         c("o", "o#0", "g2"),
         c("m", "m#0", "g1"),
         c("x", "x#0", "g1"),
+        c("b", "b#0", "g3"),
     ]
     dense = [
         c("u", "u#0", "g2", published=False),  # written, never published
@@ -35,8 +36,10 @@ def test_each_kind_of_drift_is_named() -> None:
         c("o", "o#0", "g9", published=False),  # staged leftovers
         c("k", "k#0", "g1"),  # dense only
         c("x", "x#9", "g1"),  # same generation, other chunk ids
+        c("b", "b#0", "g2"),  # an older version only: the newer one's dense copy is lost
     ]
     assert kinds(dense, keyword) == [
+        ("b", "dense_outdated"),
         ("k", "missing_keyword"),
         ("m", "missing_dense"),
         ("o", "orphan_staged"),
