@@ -198,6 +198,11 @@ class RetrievalSettings:
     embed_threads: int = 1
     embed_batch_size: int = 32
     rewrite: RewriteSettings = RewriteSettings()
+    writer_target: str = ""
+    """The one retrieval pod that writes (e.g. ``dns:///candor-retrieval-writer:50051``): this
+    pod sends UpsertDocuments and DeleteDocuments there and relays the reply, because writes to
+    one document from two pods on shared stores lost it. Empty: this pod writes. Only with
+    Qdrant and OpenSearch: a pod on embedded stores reads only what it wrote itself."""
     hypothetical: HypotheticalSettings = HypotheticalSettings()
     embed_precision: str = "q8"
     """minilm only: q8 (dynamic int8, derived once from the wheel and cached) or fp32."""
@@ -562,6 +567,11 @@ def _validate(s: Settings) -> None:
             "retrieval.keyword_backend must be tantivy or opensearch",
         ),
         (r.top_k >= 1, "retrieval.top_k must be >= 1"),
+        (
+            not r.writer_target or (r.dense_backend, r.keyword_backend) == ("qdrant", "opensearch"),
+            "retrieval.writer_target needs dense_backend qdrant and keyword_backend opensearch "
+            "(the writer and this pod must share the stores)",
+        ),
         (r.rrf_k >= 1, "retrieval.rrf_k must be >= 1"),
         (r.arm_timeout_seconds > 0, "retrieval.arm_timeout_seconds must be > 0"),
         (r.min_free_disk_mb >= 0, "retrieval.min_free_disk_mb must be >= 0"),

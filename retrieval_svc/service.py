@@ -42,6 +42,7 @@ from candor.settings import Settings
 from candor.text import is_blank
 from candor.throttle import Throttle
 from retrieval_svc.embed.factory import open_embedders
+from retrieval_svc.forward import WriteForwarder
 from retrieval_svc.hypothetical import (
     DocumentQuestions,
     QuestionGenerator,
@@ -250,6 +251,11 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         self._write_lock = asyncio.Lock()
         self._arrivals = ArrivalOrder()
         self._out_of_step_logged = Throttle(OUT_OF_STEP_LOG_SECONDS)
+        self._writer = (
+            WriteForwarder(self._s.writer_target, self._max_message_bytes)
+            if self._s.writer_target
+            else None
+        )
 
     def _log_out_of_step(self, documents: Iterable[tuple[str, str]]) -> None:
         # Which documents is in the log, not a metric label; once per document a minute, so a
@@ -293,6 +299,8 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         # closing the stores under it would fail it half-way.
         async with self._write_lock:
             pass
+        if self._writer is not None:
+            await self._writer.close()
         for client in (self._rewriter, self._questions):
             if client is not None:
                 await client.aclose()
@@ -496,6 +504,8 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
     async def UpsertDocuments(
         self, request: pb.UpsertDocumentsRequest, context: grpc.aio.ServicerContext
     ) -> pb.UpsertDocumentsResponse:
+        if self._writer is not None:
+            return await self._writer.upsert(request, context)
         caller = await self._auth.authenticate(context)
         v = FieldViolations()
         check_tenant(request.tenant, v)
@@ -600,6 +610,8 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
     async def DeleteDocuments(
         self, request: pb.DeleteDocumentsRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeleteDocumentsResponse:
+        if self._writer is not None:
+            return await self._writer.delete(request, context)
         caller = await self._auth.authenticate(context)
         v = FieldViolations()
         check_tenant(request.tenant, v)

@@ -124,3 +124,16 @@ def error_reason_of(error: grpc.RpcError) -> str:
     """Client side: the ErrorInfo reason of an error, or empty."""
     info = error_info_of(error)
     return str(info.reason) if info is not None else ""
+
+
+async def relay(context: grpc.aio.ServicerContext, error: grpc.RpcError) -> NoReturn:
+    """End the call as a downstream call ended: its code, message and rich details unchanged
+    (the transport's own failures have no details)."""
+    try:
+        status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    except ValueError:  # details that disagree with the call's code or message
+        status = None
+    if status is not None:
+        await abort_with(context, rpc_status.to_status(status))
+    await context.abort(error.code(), error.details())  # type: ignore[attr-defined]
+    raise AssertionError("unreachable: abort raises")
