@@ -28,7 +28,10 @@ def _builtin(docs: Docs) -> Docs:
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_every_overlay_builds_the_whole_stack(rendered: dict[str, Docs], variant: str) -> None:
     kinds = Counter(d["kind"] for d in rendered[variant])
-    for kind in ("Deployment", "HorizontalPodAutoscaler", "PodDisruptionBudget", "ServiceMonitor"):
+    # Each service, and retrieval's one writer (no autoscaler, no disruption budget: one pod).
+    for kind in ("Deployment", "ServiceMonitor"):
+        assert kinds[kind] == 4, (kind, kinds)
+    for kind in ("HorizontalPodAutoscaler", "PodDisruptionBudget"):
         assert kinds[kind] == 3, (kind, kinds)
     assert kinds["PrometheusRule"] == 1
     assert kinds["NetworkPolicy"] >= 3

@@ -287,7 +287,7 @@ def test_store_credentials_reach_retrieval_only(rendered: dict[str, Docs], tmp_p
         for ref in referenced(spec):
             users.setdefault(ref, set()).add(name)
     for secret in ("candor-qdrant", "candor-opensearch"):
-        assert users[("Secret", secret)] == {"candor-retrieval"}
+        assert users[("Secret", secret)] == {"candor-retrieval", "candor-retrieval-writer"}
     r = settings_for(docs, "retrieval", tmp_path).retrieval
     assert (r.dense_backend, r.keyword_backend) == ("qdrant", "opensearch")
     assert r.qdrant.https and r.qdrant.url.startswith("https://")
@@ -462,12 +462,28 @@ def admits(
     return False
 
 
-POD = {name: {"app.kubernetes.io/name": f"candor-{name}"} for name in SERVICES}
+POD = {
+    name: {"app.kubernetes.io/name": f"candor-{name}", "app.kubernetes.io/component": name}
+    for name in SERVICES
+}
+WRITER = {
+    "app.kubernetes.io/name": "candor-retrieval-writer",
+    "app.kubernetes.io/component": "retrieval",
+}
 STRANGER = {"app": "billing-api"}
 CLIENT = {"app": "ingest-job", "candor.dev/retrieval-client": "true"}
 PROMETHEUS = {"app.kubernetes.io/name": "prometheus"}
 MONITORING = {"kubernetes.io/metadata.name": "monitoring"}
 ELSEWHERE = {"kubernetes.io/metadata.name": "billing"}
+
+
+def test_the_pod_labels_here_are_the_pods_own(docs: Docs) -> None:
+    for name, labels in [
+        *((f"candor-{n}", POD[n]) for n in SERVICES),
+        ("candor-retrieval-writer", WRITER),
+    ]:
+        template = one(docs, "Deployment", name)["spec"]["template"]["metadata"]["labels"]
+        assert labels.items() <= template.items(), name
 
 
 def test_only_the_gate_reaches_the_generator(docs: Docs) -> None:
@@ -486,12 +502,14 @@ def test_only_the_gate_reaches_the_generator(docs: Docs) -> None:
 
 
 def test_retrieval_admits_the_gate_and_labelled_callers_only(docs: Docs) -> None:
-    r = POD["retrieval"]
-    assert admits(docs, r, 50051, POD["gate"])
-    assert admits(docs, r, 50051, CLIENT)
-    for src, ns in ((STRANGER, None), (POD["generator"], None), (CLIENT, ELSEWHERE)):
-        assert not admits(docs, r, 50051, src, ns), (src, ns)
-    assert admits(docs, r, 9101, PROMETHEUS, MONITORING)
+    for r in (POD["retrieval"], WRITER):
+        assert admits(docs, r, 50051, POD["gate"])
+        assert admits(docs, r, 50051, CLIENT)
+        for src, ns in ((STRANGER, None), (POD["generator"], None), (CLIENT, ELSEWHERE)):
+            assert not admits(docs, r, 50051, src, ns), (src, ns)
+        assert admits(docs, r, 9101, PROMETHEUS, MONITORING)
+    # A reading pod sends its writes to the writer.
+    assert admits(docs, WRITER, 50051, POD["retrieval"])
 
 
 def test_gate_admits_callers_on_grpc_but_metrics_only_to_prometheus(docs: Docs) -> None:
@@ -510,6 +528,7 @@ def test_dev_stores_admit_retrieval_only(rendered: dict[str, Docs]) -> None:
     ):
         dst = {"app.kubernetes.io/name": store}
         assert admits(docs, dst, port, POD["retrieval"]), store
+        assert admits(docs, dst, port, WRITER), store
         assert not admits(docs, dst, port, POD["gate"]), store
         assert not admits(docs, dst, port, STRANGER), store
 
@@ -564,3 +583,51 @@ def test_the_reader_v5_component_pairs_the_reader_with_the_config_fitted_on_it(
     assert live.calibrated.reader_model == digest
     assert reader_mismatch(live, digest) is None
     assert settings_for(rendered["prod"], "gate", tmp_path).gate.reader.model == "v4"
+
+
+# --- the one retrieval writer -----------------------------------------------------------------
+
+
+def test_one_retrieval_pod_writes_and_the_reading_pods_send_it_their_writes(
+    docs: Docs, tmp_path: Path
+) -> None:
+    writer = one(docs, "Deployment", "candor-retrieval-writer")
+    # One replica, and no second one beside it during a rollout or under an autoscaler.
+    assert writer["spec"]["replicas"] == 1
+    assert writer["spec"]["strategy"] == {"type": "Recreate"}
+    autoscaled = [
+        h["spec"]["scaleTargetRef"]["name"] for h in docs if h["kind"] == "HorizontalPodAutoscaler"
+    ]
+    assert "candor-retrieval-writer" not in autoscaled
+    # Its pods are not behind the reading pods' Service, nor theirs behind its.
+    labels = writer["spec"]["template"]["metadata"]["labels"]
+    reader_service = one(docs, "Service", "candor-retrieval")
+    assert not reader_service["spec"]["selector"].items() <= labels.items()
+    service = one(docs, "Service", "candor-retrieval-writer")
+    assert service["spec"]["selector"].items() <= labels.items()
+    reader_labels = one(docs, "Deployment", "candor-retrieval")["spec"]["template"]["metadata"][
+        "labels"
+    ]
+    assert not service["spec"]["selector"].items() <= reader_labels.items()
+    # The reading pods' target is the writer's Service and gRPC port, and they share the stores.
+    r = settings_for(docs, "retrieval", tmp_path).retrieval
+    assert r.writer_target == f"dns:///{service['metadata']['name']}:50051"
+    assert any(p["name"] == "grpc" and p["port"] == 50051 for p in service["spec"]["ports"])
+    # The same pod as the reading pods, apart from the writer target and its own labels.
+    reader_pod = pod_spec(docs, "retrieval")
+    writer_pod = writer["spec"]["template"]["spec"]
+
+    def without_writer_target(spec: dict[str, Any]) -> str:
+        text = yaml.safe_dump(spec, sort_keys=True)
+        return text.replace("candor-retrieval-writer", "candor-retrieval")
+
+    reader_env = reader_pod["containers"][0]["env"]
+    target = [e for e in reader_env if e["name"] == "CANDOR_RETRIEVAL__WRITER_TARGET"]
+    assert len(target) == 1
+    stripped = {
+        **reader_pod,
+        "containers": [
+            {**reader_pod["containers"][0], "env": [e for e in reader_env if e not in target]}
+        ],
+    }
+    assert without_writer_target(writer_pod) == without_writer_target(stripped)
