@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import errno
+import itertools
 import json
 import logging
 import math
 import re
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -78,6 +80,26 @@ class DocumentWrite:
     error: str = ""
     question_chunks: int = 0
     """Hypothetical-question chunks among ``chunks``."""
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One document of a write: its chunks and their embeddings."""
+
+    document: SourceDocument
+    chunks: list[Chunk]
+    vectors: npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class PreparedWrite:
+    """A write chunked and embedded (``KnowledgeBase.prepare``), ready for the stores."""
+
+    documents: tuple[SourceDocument, ...]
+    """As the caller sent them: results come back in this order."""
+    planned: tuple[Planned, ...]
+    empty: dict[str, DocumentWrite]
+    """Documents with nothing to index, failed already."""
 
 
 def _written(doc: SourceDocument, chunks: Sequence[Chunk]) -> DocumentWrite:
@@ -244,30 +266,51 @@ class KnowledgeBase:
         progress: Callable[[int, int], None] | None = None,
         questions: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
     ) -> list[DocumentWrite]:
-        """Write documents to both stores; a failure is reported per document.
+        """Write documents to both stores: ``prepare`` then ``write``."""
+        return self.write(self.prepare(documents, progress, questions))
 
-        The whole call is written as one batch (one embedding pass, one keyword commit, one
-        dense flush). If the batch fails, each document is retried alone so one bad document
-        cannot fail the others, unless no document can be the cause (a store unreachable, its
-        disk full or read-only): then every document fails at once with that cause.
+    def prepare(
+        self,
+        documents: Sequence[SourceDocument],
+        progress: Callable[[int, int], None] | None = None,
+        questions: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
+    ) -> PreparedWrite:
+        """Chunk and embed ``documents``: the slow part of a write, which reads and changes no
+        store, so writes run it side by side (a writer holding the write lock while it embedded
+        a 4,000-chunk document kept another tenant's one-line upsert waiting 77 s).
         ``questions`` (document id -> parent id -> questions) adds hypothetical-question
-        chunks, written and published with their document.
-        """
-        planned: list[tuple[SourceDocument, list[Chunk]]] = []
+        chunks, written and published with their document."""
+        chunked: list[tuple[SourceDocument, list[Chunk]]] = []
         empty: dict[str, DocumentWrite] = {}
         for doc in documents:
             chunks = chunk_document(doc, self._chunk_tokens, self._overlap)
             chunks = with_questions(chunks, (questions or {}).get(doc.document_id, {}))
             if chunks:
-                planned.append((doc, chunks))
+                chunked.append((doc, chunks))
             else:
                 empty[doc.document_id] = DocumentWrite(
                     doc.document_id, "failed", 0, "document has no text to index"
                 )
+        vectors = self._embed([c for _, chunks in chunked for c in chunks], progress)
+        planned, at = [], 0
+        for doc, chunks in chunked:
+            planned.append(Planned(doc, chunks, vectors[at : at + len(chunks)]))
+            at += len(chunks)
+        return PreparedWrite(tuple(documents), tuple(planned), empty)
+
+    def write(self, prepared: PreparedWrite) -> list[DocumentWrite]:
+        """Write prepared documents to both stores; a failure is reported per document.
+
+        The whole call is written as one batch (one keyword commit, one dense flush). If the
+        batch fails, each document is retried alone so one bad document cannot fail the
+        others, unless no document can be the cause (a store unreachable, its disk full or
+        read-only): then every document fails at once with that cause.
+        """
+        planned = prepared.planned
         written: dict[str, DocumentWrite] = {}
         try:
-            self._write(planned, progress)
-            written = {d.document_id: _written(d, cs) for d, cs in planned}
+            self._write(planned)
+            written = {p.document.document_id: _written(p.document, p.chunks) for p in planned}
         except Exception as exc:
             cause = f"{type(exc).__name__}: {exc}"
             if environment_failure(exc):
@@ -283,29 +326,30 @@ class KnowledgeBase:
                 # retries when the store (or its disk) is back.
                 log.error("batch upsert failed: %s", why, extra={"error": repr(exc)})
                 written = {
-                    d.document_id: DocumentWrite(d.document_id, "failed", 0, why)
-                    for d, _ in planned
+                    p.document.document_id: DocumentWrite(p.document.document_id, "failed", 0, why)
+                    for p in planned
                 }
             else:
                 log.exception("batch upsert failed; writing documents one at a time")
                 written = self._upsert_each(planned)
-        return [empty.get(d.document_id) or written[d.document_id] for d in documents]
+        return [
+            prepared.empty.get(d.document_id) or written[d.document_id] for d in prepared.documents
+        ]
 
-    def _upsert_each(
-        self, planned: Sequence[tuple[SourceDocument, list[Chunk]]]
-    ) -> dict[str, DocumentWrite]:
+    def _upsert_each(self, planned: Sequence[Planned]) -> dict[str, DocumentWrite]:
         """Each document alone, so one bad document fails alone; after the first that times
         out too, the rest fail with its cause unwritten. A slow store (one that still answers
         a count) timed out every document in turn, retries included, while holding the write
         lock: at OpenSearch's 30 s, 34 minutes for 16 documents (an outside probe)."""
         written: dict[str, DocumentWrite] = {}
         slow = ""
-        for doc, chunks in planned:
+        for one in planned:
+            doc, chunks = one.document, one.chunks
             if slow:
                 written[doc.document_id] = DocumentWrite(doc.document_id, "failed", 0, slow)
                 continue
             try:
-                self._write([(doc, chunks)])
+                self._write([one])
             except Exception as exc:
                 log.exception("upsert failed", extra={"document_id": doc.document_id})
                 why = f"{type(exc).__name__}: {exc}"
@@ -334,31 +378,42 @@ class KnowledgeBase:
         ]
         parts = []
         done = 0
-        # Two batches at a time: ONNX Runtime releases the GIL, so both cores embed.
-        for vectors in self._ingest_pool.map(self.embedder.embed, batches):
+        # Two batches at a time: ONNX Runtime releases the GIL, so both cores embed. Handed to
+        # the pool two at a time, not all at once: writes embedding side by side take turns,
+        # where a 4,000-chunk document's 130 batches queued ahead of a one-line upsert's one.
+        queue = iter(batches)
+        running = deque(
+            self._ingest_pool.submit(self.embedder.embed, b) for b in itertools.islice(queue, 2)
+        )
+        while running:
+            vectors = running.popleft().result()
+            if (following := next(queue, None)) is not None:
+                running.append(self._ingest_pool.submit(self.embedder.embed, following))
             parts.append(vectors)
             done += len(vectors)
             if progress is not None:
                 progress(done, len(chunks))
         return np.concatenate(parts) if parts else np.zeros((0, self.embedder.dim), np.float32)
 
-    def _write(
-        self,
-        planned: Sequence[tuple[SourceDocument, list[Chunk]]],
-        progress: Callable[[int, int], None] | None = None,
-    ) -> None:
+    def _write(self, planned: Sequence[Planned]) -> None:
         # Order matters: dense chunks land staged (invisible); the keyword commit swaps the
         # documents atomically; publishing flips the dense generation and drops the old one.
         # A failure part-way leaves the previous version visible in both arms, and a retry
         # lands on the same ids.
-        all_chunks = [c for _, chunks in planned for c in chunks]
-        vectors = self._embed(all_chunks, progress)
-        generations = [(d.tenant, d.document_id, cs[0].generation) for d, cs in planned]
+        all_chunks = [c for p in planned for c in p.chunks]
+        vectors = (
+            np.concatenate([p.vectors for p in planned])
+            if planned
+            else np.zeros((0, self.embedder.dim), np.float32)
+        )
+        generations = [
+            (p.document.tenant, p.document.document_id, p.chunks[0].generation) for p in planned
+        ]
         try:
             _retry(lambda: self._dense.upsert(all_chunks, vectors))
             _retry(
                 lambda: self._keyword.replace_many(
-                    [(d.tenant, d.document_id, cs) for d, cs in planned]
+                    [(p.document.tenant, p.document.document_id, p.chunks) for p in planned]
                 )
             )
         except Exception:
@@ -376,7 +431,7 @@ class KnowledgeBase:
             )
             raise
 
-    def _discard_staged(self, planned: Sequence[tuple[SourceDocument, list[Chunk]]]) -> None:
+    def _discard_staged(self, planned: Sequence[Planned]) -> None:
         """Best effort: a failed write leaves no staged dense chunks behind (published ones
         are never touched). What stays is drift that `candor verify` lists and repairs.
 
@@ -395,9 +450,10 @@ class KnowledgeBase:
             )
             return
         generations = [
-            (d.tenant, d.document_id, cs[0].generation)
-            for d, cs in planned
-            if (d.tenant, d.document_id, cs[0].generation) not in committed
+            version
+            for p in planned
+            if (version := (p.document.tenant, p.document.document_id, p.chunks[0].generation))
+            not in committed
         ]
         if not generations:
             return
@@ -409,14 +465,12 @@ class KnowledgeBase:
                 extra={"documents": len(generations), "error": repr(exc)},
             )
 
-    def _committed_generations(
-        self, planned: Sequence[tuple[SourceDocument, list[Chunk]]]
-    ) -> set[tuple[str, str, str]]:
+    def _committed_generations(self, planned: Sequence[Planned]) -> set[tuple[str, str, str]]:
         """(tenant, document, generation) the keyword store holds among ``planned``'s, read
         by each document's first chunk id (ids are positional, so it is there if any is)."""
         by_tenant: dict[str, list[str]] = {}
-        for _, chunks in planned:
-            by_tenant.setdefault(chunks[0].tenant, []).append(chunks[0].chunk_id)
+        for p in planned:
+            by_tenant.setdefault(p.chunks[0].tenant, []).append(p.chunks[0].chunk_id)
         held: set[tuple[str, str, str]] = set()
         for tenant, ids in by_tenant.items():
             for start in range(0, len(ids), 500):

@@ -54,6 +54,7 @@ from retrieval_svc.knowledge_base import (
     ArmOutcome,
     DocumentWrite,
     KnowledgeBase,
+    PreparedWrite,
     RetrieveParams,
     check_collection,
     record_collection,
@@ -573,8 +574,13 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             report = (
                 await self._hypothetical(docs, context) if request.hypothetical_questions else None
             )
+            # Chunked and embedded before its turn too: writes embed side by side, and the
+            # lock is held only while the stores are written.
+            prepared = await asyncio.to_thread(
+                self._kb.prepare, docs, None, report.questions if report else None
+            )
             await turn()
-            results = await self._upsert(docs, report, start)
+            results = await self._upsert(prepared, start)
         return pb.UpsertDocumentsResponse(
             results=[
                 pb.DocumentResult(
@@ -589,11 +595,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             ]
         )
 
-    async def _upsert(
-        self, docs: list[SourceDocument], report: DocumentQuestions | None, start: float
-    ) -> list[DocumentWrite]:
-        questions = report.questions if report else None
-
+    async def _upsert(self, prepared: PreparedWrite, start: float) -> list[DocumentWrite]:
         def upserted(landed: tuple[list[DocumentWrite], dict[str, int]]) -> None:
             results, sizes = landed
             self._m.ingest_seconds.observe(time.perf_counter() - start)
@@ -603,7 +605,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
                 self._m.chunks_written.inc(r.chunks)
 
         results, _ = await self._write(
-            lambda: (self._kb.upsert(docs, None, questions), self._kb.sizes()), upserted
+            lambda: (self._kb.write(prepared), self._kb.sizes()), upserted
         )
         return results
 

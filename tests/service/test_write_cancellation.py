@@ -36,16 +36,17 @@ class Held(NamedTuple):
 
 @pytest.fixture
 def held(monkeypatch: pytest.MonkeyPatch) -> Held:
-    """The first version's write blocks in its thread until released."""
+    """The first version's write (to the stores, under the write lock) blocks in its thread
+    until released."""
     h = Held(threading.Event(), threading.Event(), [])
-    real = KnowledgeBase.upsert
+    real = KnowledgeBase.write
 
-    def upsert(self: KnowledgeBase, docs: Any, *args: Any, **kwargs: Any) -> Any:
-        if not any(d.text.startswith("first") for d in docs):
-            return real(self, docs, *args, **kwargs)
+    def write(self: KnowledgeBase, prepared: Any) -> Any:
+        if not any(d.text.startswith("first") for d in prepared.documents):
+            return real(self, prepared)
         h.release.wait(30)
         try:
-            results = real(self, docs, *args, **kwargs)
+            results = real(self, prepared)
         except BaseException as exc:
             h.outcomes.append(repr(exc))
             raise
@@ -54,7 +55,7 @@ def held(monkeypatch: pytest.MonkeyPatch) -> Held:
         h.outcomes.extend(r.outcome for r in results)
         return results
 
-    monkeypatch.setattr(KnowledgeBase, "upsert", upsert)
+    monkeypatch.setattr(KnowledgeBase, "write", write)
     return h
 
 
