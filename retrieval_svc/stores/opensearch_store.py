@@ -176,6 +176,21 @@ def _raise_if_blocked(exc: TransportError) -> None:
             raise OpenSearchBlocked(f"{_BLOCKED_HINT}: {cause.get('reason', cause)}") from exc
 
 
+def check_deleted_all(response: Mapping[str, Any], what: str) -> None:
+    """Raise unless a delete-by-query removed every chunk it matched. It answers 200 with
+    ``failures`` (a shard or a bulk item that failed) or ``version_conflicts`` (a chunk changed
+    under it, skipped: ``conflicts=proceed``): the chunks left behind would serve as the
+    document's old version beside its new one, with the write reported done."""
+    failures = response.get("failures") or []
+    conflicts = int(response.get("version_conflicts") or 0)
+    if failures or conflicts:
+        first = failures[0] if failures else "none"
+        raise OpenSearchWriteError(
+            f"OpenSearch left some of {what} in place: {len(failures)} failure(s), "
+            f"{conflicts} version conflict(s); first failure: {first}"
+        )
+
+
 def chunk_doc_id(tenant: str, chunk_id: str) -> str:
     """Deterministic ``_id``: a retried write overwrites instead of duplicating."""
     return hashlib.sha1(f"{tenant}\x00{chunk_id}".encode()).hexdigest()
@@ -477,12 +492,13 @@ class OpenSearchKeywordStore:
             }
             if ids:  # a new chunk is never stale, whichever document of the batch it is in
                 stale["must_not"] = [{"ids": {"values": ids}}]
-            self._client.delete_by_query(
+            response = self._client.delete_by_query(
                 index=self._index,
                 body={"query": {"bool": stale}},
                 conflicts="proceed",
                 request_timeout=self._write_timeout,
             )
+            check_deleted_all(cast(dict[str, Any], response), "an old version's chunks")
         # delete_by_query only refreshes when it deleted something; the new chunks need it too.
         self._client.indices.refresh(index=self._index, request_timeout=self._write_timeout)
 
@@ -529,6 +545,7 @@ class OpenSearchKeywordStore:
             # the block is only in the index's settings.
             self._raise_if_index_blocked(exc)
             raise
+        check_deleted_all(response, f"document {document_id!r}")
         return int(response.get("deleted", 0))
 
     def _raise_if_index_blocked(self, exc: TransportError) -> None:
