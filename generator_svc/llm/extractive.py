@@ -6,6 +6,7 @@ content terms, weighted by their evidence's rank.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import AsyncGenerator
@@ -96,6 +97,34 @@ def _completes(whole: str, part: str, cut: Quote) -> bool:
     return whole.endswith(part) if cut.cut_head else whole.startswith(part)
 
 
+#: A sentence opening with one of these refers back to the one before it and may narrow it:
+#: "The returns portal lets your customers start a return. It is available on the Growth and
+#: Scale plans." Quoted alone, the first told a Starter customer the opposite (an outside probe).
+_OPENS_REFERRING_BACK = ("It ", "It's ", "This ", "That ", "These ", "Those ", "They ", "Such ")
+
+
+def _with_follow_ons(chosen: list[Quote], pool: list[Quote]) -> list[Quote]:
+    """``chosen``, each followed by the next sentence of its chunk when that one refers back
+    to it (not counted against ``max_sentences``: it belongs to the quote before it)."""
+    following = {
+        (a.evidence, a.sentence): b for a, b in itertools.pairwise(pool) if a.evidence == b.evidence
+    }
+    quoted = {normalise(q.sentence) for q in chosen}
+    out: list[Quote] = []
+    for q in chosen:
+        out.append(q)
+        after = following.get((q.evidence, q.sentence))
+        if (
+            after is not None
+            and _plain(after.sentence).startswith(_OPENS_REFERRING_BACK)
+            and not _is_question(after.sentence)
+            and normalise(after.sentence) not in quoted
+        ):
+            quoted.add(normalise(after.sentence))
+            out.append(after)
+    return out
+
+
 class ExtractiveBackend:
     name = "extractive"
 
@@ -147,7 +176,7 @@ class ExtractiveBackend:
                 chosen.append(q)
                 if len(chosen) == self._max:
                     break
-        return chosen
+        return _with_follow_ons(chosen, pool)
 
     async def stream(self, inp: GenerationInput) -> AsyncGenerator[str | Draft, None]:
         input_tokens = len(inp.query.split()) + sum(len(e.text.split()) for e in inp.evidence)

@@ -226,3 +226,32 @@ async def test_a_question_in_the_evidence_is_never_quoted_as_an_answer() -> None
     _, draft = await run(gen("How do I reset my password?", faq))
     assert "How do I reset my password?" not in draft.text
     assert draft.text.startswith("Open Settings > Security and choose Reset password.")
+
+
+PORTAL = EvidenceItem(
+    "returns#p0c0",
+    "The Returns Portal",
+    "The Returns Portal\n\n"
+    "The returns portal lets your customers start a return themselves and print or download a "
+    "prepaid return label, without emailing you first. It is available on the **Growth** and "
+    "**Scale** plans. Returns from the portal appear under **Shipments > Returns**.",
+)
+
+
+async def test_a_sentence_that_refers_back_is_quoted_with_the_one_it_narrows() -> None:
+    # Quoted alone, the first sentence told a Starter customer the portal was theirs.
+    query = "I'm on Starter. Can my customers make their own return labels?"
+    _, draft = await run(gen(query, PORTAL), 1)
+    assert [c.quote for c in draft.citations] == [
+        "The returns portal lets your customers start a return themselves and print or download "
+        "a prepaid return label, without emailing you first.",
+        "It is available on the **Growth** and **Scale** plans.",
+    ]
+    assert draft.text.endswith("It is available on the Growth and Scale plans. [1]")
+    checks = verify_citations(draft.citations, {PORTAL.chunk_id: PORTAL.text})
+    assert all(c.verified for c in checks), checks
+    # A following sentence that does not refer back stays out, and nothing is quoted twice.
+    picked = ExtractiveBackend(3).select(gen("where do portal returns appear?", PORTAL))
+    sentences = [q.sentence for q in picked]
+    assert len(sentences) == len(set(sentences))
+    assert sentences[0].startswith("Returns from the portal appear")
