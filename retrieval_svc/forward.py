@@ -10,6 +10,9 @@ or status, so callers keep one address and one writer orders every write.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
 import grpc
 from opentelemetry.instrumentation.grpc import aio_client_interceptors
 
@@ -17,6 +20,8 @@ from candor.retrieval.v1 import retrieval_pb2 as pb
 from candor.retrieval.v1 import retrieval_pb2_grpc as pb_grpc
 from candor.runtime.auth import forwarded_metadata
 from candor.runtime.errors import relay
+
+Reply = TypeVar("Reply")
 
 
 class WriteForwarder:
@@ -39,24 +44,25 @@ class WriteForwarder:
     async def upsert(
         self, request: pb.UpsertDocumentsRequest, context: grpc.aio.ServicerContext
     ) -> pb.UpsertDocumentsResponse:
-        try:
-            reply: pb.UpsertDocumentsResponse = await self._stub.UpsertDocuments(
-                request, metadata=forwarded_metadata(context), timeout=context.time_remaining()
-            )
-        except grpc.aio.AioRpcError as exc:
-            await relay(context, exc)
-        return reply
+        return await self._send(self._stub.UpsertDocuments, request, context)
 
     async def delete(
         self, request: pb.DeleteDocumentsRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeleteDocumentsResponse:
+        return await self._send(self._stub.DeleteDocuments, request, context)
+
+    async def _send(
+        self,
+        method: Callable[..., Awaitable[Reply]],
+        request: object,
+        context: grpc.aio.ServicerContext,
+    ) -> Reply:
         try:
-            reply: pb.DeleteDocumentsResponse = await self._stub.DeleteDocuments(
+            return await method(
                 request, metadata=forwarded_metadata(context), timeout=context.time_remaining()
             )
         except grpc.aio.AioRpcError as exc:
             await relay(context, exc)
-        return reply
 
     async def close(self) -> None:
         await self._channel.close()

@@ -628,18 +628,7 @@ def test_a_document_the_stores_hold_at_two_versions_is_read_at_the_keyword_store
 ) -> None:
     # A publish that fails leaves the dense store serving the old text under the same chunk
     # ids until verify --repair, while the keyword store serves the new.
-    new = SourceDocument(
-        "t1", "tides", "Tides", "## Why tides happen\n\nTides are caused by the Moon.", 1
-    )
-    real_publish = kb._dense.publish_many
-
-    def unpublishable(*args: object) -> None:
-        raise ConnectionError("dense store went away before publishing")
-
-    kb._dense.publish_many = unpublishable  # type: ignore[method-assign]
-    assert {r.outcome for r in kb.upsert([new])} == {"failed"}
-    kb._dense.publish_many = real_publish  # type: ignore[method-assign]
-
+    _publish_fails(kb, NEW_TIDES)
     result = _retrieve(kb, "why do tides happen, two high tides a day")
     tides = [c for c in result.candidates if c.chunk.document_id == "tides"]
     assert [c.chunk.text for c in tides] == ["Why tides happen\n\nTides are caused by the Moon."]
@@ -663,6 +652,11 @@ def test_a_document_the_stores_hold_at_two_versions_is_read_at_the_keyword_store
     assert again.candidates[0].in_both
 
 
+NEW_TIDES = SourceDocument(
+    "t1", "tides", "Tides", "## Why tides happen\n\nTides are caused by the Moon.", 1
+)
+
+
 def _publish_fails(kb: KnowledgeBase, doc: SourceDocument) -> None:
     real_publish = kb._dense.publish_many
 
@@ -684,10 +678,7 @@ def test_old_text_only_the_dense_arm_finds_is_not_served(kb: KnowledgeBase, mode
     assert before.candidates[0].chunk.document_id == "tides"
     assert not before.out_of_step
 
-    new = SourceDocument(
-        "t1", "tides", "Tides", "## Why tides happen\n\nTides are caused by the Moon.", 1
-    )
-    _publish_fails(kb, new)
+    _publish_fails(kb, NEW_TIDES)
     by_keyword = _retrieve(kb, BY_MEANING, mode="keyword")
     assert "tides" not in {c.chunk.document_id for c in by_keyword.candidates}
     after = _retrieve(kb, BY_MEANING, mode=mode)
@@ -699,10 +690,7 @@ def test_old_text_only_the_dense_arm_finds_is_not_served(kb: KnowledgeBase, mode
 def test_a_candidate_left_out_makes_room_for_the_next_one_checked_in_turn(
     kb: KnowledgeBase,
 ) -> None:
-    new = SourceDocument(
-        "t1", "tides", "Tides", "## Why tides happen\n\nTides are caused by the Moon.", 1
-    )
-    _publish_fails(kb, new)
+    _publish_fails(kb, NEW_TIDES)
     (only,) = _retrieve(kb, BY_MEANING, mode="dense", top_k=1).candidates
     assert only.chunk.document_id != "tides" and only.fused_rank == 1
 
