@@ -657,8 +657,8 @@ class KnowledgeBase:
         self, tenant: str, versions: Sequence[tuple[str, str]], budget: float
     ) -> set[tuple[str, str]]:
         """``KeywordStore.holds`` within ``budget`` seconds. A store that reads in process is
-        asked here: its lookup costs less than the hop to a thread, which cost Retrieve 13%
-        of its throughput at 32 in flight."""
+        asked here: its lookup costs less than the hop to a thread (docs/benchmarks.md,
+        2026-11-28)."""
         if self._keyword.reads_in_process:
             return self._keyword.holds(tenant, versions)
         loop = asyncio.get_running_loop()
@@ -798,7 +798,7 @@ class KnowledgeBase:
             except Exception as exc:
                 log.warning("cannot read passages for question hits", extra={"error": repr(exc)})
         by_id = {c.chunk_id: c for c in found if not c.is_question}
-        dropped = []
+        dropped, missing = [], 0
         other_version: set[tuple[str, str]] = set()
         for cand, chunk_id in zip(pending, ids, strict=True):
             passage = by_id.get(chunk_id)
@@ -806,11 +806,12 @@ class KnowledgeBase:
                 other_version.add((cand.chunk.tenant, cand.chunk.document_id))
                 dropped.append(cand)
             elif passage is None:
+                missing += 1
                 dropped.append(cand)
             else:
                 cand.chunk = passage
-        if len(dropped) > len(other_version):
-            log.warning("dropped question hits without a passage", extra={"count": len(dropped)})
+        if missing:
+            log.warning("dropped question hits without a passage", extra={"count": missing})
         return fusion.drop_and_rerank(fused, dropped), other_version
 
     def close(self) -> None:
