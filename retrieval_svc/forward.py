@@ -28,7 +28,6 @@ class WriteForwarder:
     """UpsertDocuments and DeleteDocuments, sent to ``target`` instead of written here."""
 
     def __init__(self, target: str, max_message_bytes: int) -> None:
-        self.target = target
         self._channel = grpc.aio.insecure_channel(
             target,
             # A write may be as large as this pod accepts; the writer's limit is the same

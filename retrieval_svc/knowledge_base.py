@@ -12,7 +12,7 @@ import math
 import re
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -194,31 +194,34 @@ def environment_failure(exc: BaseException) -> bool:
     """Whether a store write failed for a reason no document causes (a full or read-only
     disk, an I/O error, a dead index writer, an index blocked for writes): retrying, alone or
     document by document, only repeats it."""
-    seen: BaseException | None = exc
-    while seen is not None:
+    for seen in _causes(exc):
         if isinstance(seen, LowDiskSpace | StoreReadOnly):
             return True
         if isinstance(seen, OSError) and seen.errno in _ENVIRONMENT_ERRNOS:
             return True
-        text = str(seen)
-        for match in _OS_ERROR.finditer(text):
+        for match in _OS_ERROR.finditer(str(seen)):
             if int(match.group(1) or match.group(2)) in _ENVIRONMENT_ERRNOS:
                 return True
-        seen = seen.__cause__ or seen.__context__
     return False
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and what it was raised from or during, nearest first."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        yield seen
+        seen = seen.__cause__ or seen.__context__
 
 
 def store_timed_out(exc: BaseException) -> bool:
     """Whether a store call ran out of its client's timeout (OpenSearch's 30 s, Qdrant's 5 s):
     the store is slow, and trying again at once waits as long again."""
-    seen: BaseException | None = exc
-    while seen is not None:
+    for seen in _causes(exc):
         # By name: each client library has its own (ConnectionTimeout, ReadTimeout, ...).
         if isinstance(seen, TimeoutError) or type(seen).__name__.endswith("Timeout"):
             return True
         if isinstance(seen, grpc.RpcError) and seen.code() == grpc.StatusCode.DEADLINE_EXCEEDED:  # type: ignore[attr-defined]
             return True
-        seen = seen.__cause__ or seen.__context__
     return False
 
 
@@ -466,17 +469,19 @@ class KnowledgeBase:
             )
 
     def _committed_generations(self, planned: Sequence[Planned]) -> set[tuple[str, str, str]]:
-        """(tenant, document, generation) the keyword store holds among ``planned``'s, read
+        """(tenant, document, generation) the keyword store holds among ``planned``'s, asked
         by each document's first chunk id (ids are positional, so it is there if any is)."""
-        by_tenant: dict[str, list[str]] = {}
+        by_tenant: dict[str, list[Planned]] = {}
         for p in planned:
-            by_tenant.setdefault(p.chunks[0].tenant, []).append(p.chunks[0].chunk_id)
+            by_tenant.setdefault(p.document.tenant, []).append(p)
         held: set[tuple[str, str, str]] = set()
-        for tenant, ids in by_tenant.items():
-            for start in range(0, len(ids), 500):
+        for tenant, docs in by_tenant.items():
+            for start in range(0, len(docs), 500):
+                batch = docs[start : start + 500]
+                first = {(p.chunks[0].chunk_id, p.chunks[0].generation): p for p in batch}
                 held.update(
-                    (c.tenant, c.document_id, c.generation)
-                    for c in self._keyword.get(tenant, ids[start : start + 500])
+                    (tenant, first[v].document.document_id, v[1])
+                    for v in self._keyword.holds(tenant, list(first))
                 )
         return held
 

@@ -25,7 +25,7 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 from prometheus_client import Counter
 
-from candor.runtime.errors import DOMAIN, abort_with, status_with
+from candor.runtime.errors import DOMAIN, abort_with, downstream_status, status_with
 from candor.throttle import Throttle
 
 log = logging.getLogger("candor.admission")
@@ -292,7 +292,7 @@ def _shed_delay(details: Sequence[any_pb2.Any]) -> float | None:
 def passed_on(error: grpc.RpcError) -> grpc.Status:
     """A downstream's shed, as this server's caller should see it: its code, message and
     details (ErrorInfo naming the service that shed, RetryInfo), unchanged."""
-    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    status = downstream_status(error)
     if status is None:
         raise ValueError("the error carries no rich status")
-    return _pushed_back(rpc_status.to_status(status))
+    return _pushed_back(status)

@@ -126,14 +126,20 @@ def error_reason_of(error: grpc.RpcError) -> str:
     return str(info.reason) if info is not None else ""
 
 
+def downstream_status(error: grpc.RpcError) -> grpc.Status | None:
+    """A downstream call's rich status (code, message, details) as it sent it, or None when
+    it carries none (the transport's own failures) or details that disagree with its code."""
+    try:
+        status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    except ValueError:
+        return None
+    return rpc_status.to_status(status) if status is not None else None
+
+
 async def relay(context: grpc.aio.ServicerContext, error: grpc.RpcError) -> NoReturn:
     """End the call as a downstream call ended: its code, message and rich details unchanged
     (the transport's own failures have no details)."""
-    try:
-        status = rpc_status.from_call(error)  # type: ignore[arg-type]
-    except ValueError:  # details that disagree with the call's code or message
-        status = None
-    if status is not None:
-        await abort_with(context, rpc_status.to_status(status))
+    if (status := downstream_status(error)) is not None:
+        await abort_with(context, status)
     await context.abort(error.code(), error.details())  # type: ignore[attr-defined]
     raise AssertionError("unreachable: abort raises")

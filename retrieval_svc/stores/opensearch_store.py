@@ -590,6 +590,22 @@ class OpenSearchKeywordStore:
         return hits
 
     def get(self, tenant: str, chunk_ids: Sequence[str]) -> list[Chunk]:
+        docs = self._mget(tenant, chunk_ids, ",".join(_SOURCE_FIELDS))
+        # The _id already hashes the tenant; the check keeps isolation explicit.
+        found = (_chunk(d["_source"], d["_id"]) for d in docs if d.get("found"))
+        return [c for c in found if c is not None and c.tenant == tenant]
+
+    def holds(self, tenant: str, versions: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+        ids = [chunk_id for chunk_id, _ in versions]
+        found = {
+            (s.get("chunk_id"), s.get("generation"))
+            for d in self._mget(tenant, ids, "tenant,chunk_id,generation")
+            if d.get("found") and (s := d.get("_source") or {}).get("tenant") == tenant
+        }
+        return {v for v in versions if v in found}
+
+    def _mget(self, tenant: str, chunk_ids: Sequence[str], fields: str) -> list[dict[str, Any]]:
+        """The tenant's chunk documents among ``chunk_ids``, with ``fields`` of their source."""
         ids = sorted(set(chunk_ids))
         if not ids:
             return []
@@ -598,7 +614,7 @@ class OpenSearchKeywordStore:
             self._client.mget(
                 index=self._index,
                 body={"ids": [chunk_doc_id(tenant, i) for i in ids]},
-                _source_includes=",".join(_SOURCE_FIELDS),
+                _source_includes=fields,
             ),
         )
         # An item that could not be read is no "not found": callers act on absence (a failed
@@ -609,34 +625,7 @@ class OpenSearchKeywordStore:
                 f"OpenSearch could not read {len(failed)} of {len(ids)} chunks from "
                 f"{self._index!r}; first: {failed[0]['error']}"
             )
-        # The _id already hashes the tenant; the check keeps isolation explicit.
-        found = (_chunk(d["_source"], d["_id"]) for d in response["docs"] if d.get("found"))
-        return [c for c in found if c is not None and c.tenant == tenant]
-
-    def holds(self, tenant: str, versions: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
-        ids = sorted({chunk_id for chunk_id, _ in versions})
-        if not ids:
-            return set()
-        response = cast(
-            dict[str, Any],
-            self._client.mget(
-                index=self._index,
-                body={"ids": [chunk_doc_id(tenant, i) for i in ids]},
-                _source_includes="tenant,chunk_id,generation",
-            ),
-        )
-        failed = [d for d in response["docs"] if "error" in d]
-        if failed:
-            raise OpenSearchReadError(
-                f"OpenSearch could not read {len(failed)} of {len(ids)} chunks from "
-                f"{self._index!r}; first: {failed[0]['error']}"
-            )
-        found = {
-            (s.get("chunk_id"), s.get("generation"))
-            for d in response["docs"]
-            if d.get("found") and (s := d.get("_source") or {}).get("tenant") == tenant
-        }
-        return {v for v in versions if v in found}
+        return list(response["docs"])
 
     def inventory(self) -> list[StoredChunk]:
         out = []

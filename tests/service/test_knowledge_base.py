@@ -425,7 +425,7 @@ def test_a_failed_write_keeps_staged_chunks_when_the_keyword_store_cannot_say(
         raise ConnectionError("keyword store down")
 
     kb._keyword.replace_many = failing  # type: ignore[method-assign]
-    kb._keyword.get = unreadable  # type: ignore[method-assign]
+    kb._keyword.holds = unreadable  # type: ignore[method-assign]
     kites = SourceDocument("t1", "kites", "Kites", "Kites fly on the wind.", 1)
     assert {r.outcome for r in kb.upsert([kites])} == {"failed"}
     assert "kept for candor verify" in caplog.text
