@@ -149,12 +149,32 @@ def test_container_ports_probes_and_settings_agree(
     assert server.drain_delay_seconds >= 2, "endpoints need a moment to drop a NOT_SERVING pod"
     if service == "gate":
         assert s.gate.generation_timeout_seconds <= server.grace_seconds
-    annotations = one(docs, "Deployment", f"candor-{service}")["spec"]["template"]["metadata"]
-    wait = (annotations.get("annotations") or {}).get(
-        "config.alpha.linkerd.io/proxy-wait-before-exit-seconds"
-    )
-    if wait is not None:  # meshed: the proxy must carry calls until the service has drained
-        assert server.drain_delay_seconds + server.grace_seconds + 3 <= int(wait) < grace
+
+
+def test_every_meshed_pod_keeps_its_proxy_until_it_has_drained(
+    docs: Docs, variant: str, tmp_path: Path
+) -> None:
+    meshed = 0
+    for d in (d for d in docs if d["kind"] == "Deployment"):
+        annotations = d["spec"]["template"]["metadata"].get("annotations") or {}
+        if annotations.get("linkerd.io/inject") != "enabled":
+            continue
+        meshed += 1
+        name = d["metadata"]["name"]
+        wait = annotations.get("config.alpha.linkerd.io/proxy-wait-before-exit-seconds")
+        assert wait is not None, f"{name}: its proxy would exit while calls are still draining"
+        service = d["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"]
+        # The pod's own container settings (the writer's are the reading pods', under its name).
+        c = d["spec"]["template"]["spec"]["containers"][0]
+        env = {e["name"]: e.get("value", "from-secret") for e in c.get("env", [])}
+        rel, volume = volume_for(docs, service, env["CANDOR_CONFIG"])
+        config = tmp_path / f"{name}.yaml"
+        config.write_text(one(docs, "ConfigMap", volume["configMap"]["name"])["data"][rel])
+        server = server_settings(load_settings(env=env | {"CANDOR_CONFIG": str(config)}), service)
+        grace = d["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+        assert server.drain_delay_seconds + server.grace_seconds + 3 <= int(wait) < grace, name
+    # prod+components has the linkerd component: every candor Deployment, the writer among them.
+    assert meshed == (4 if variant == "prod+components" else 0)
 
 
 @pytest.mark.parametrize("service", SERVICES)
