@@ -25,6 +25,7 @@ from candor.files import write_atomically
 from retrieval_svc import fusion
 from retrieval_svc.embed.base import Embedder
 from retrieval_svc.embed.batcher import QueryBatcher
+from retrieval_svc.embed.turns import EmbedTurns
 from retrieval_svc.fusion import RRF_K
 from retrieval_svc.hypothetical import with_questions
 from retrieval_svc.ingest import SourceDocument, child_id, chunk_document, embedding_text
@@ -262,44 +263,61 @@ class KnowledgeBase:
         # Some embedders (Cohere) embed queries differently from documents.
         self._queries = QueryBatcher(query_embedder or embedder, self._dense_pool)
         self._ingest_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ingest-embed")
+        self._embed_turns = EmbedTurns(slots=2)
+        # Chunking a large document takes its own thread, not a turn at the embedder.
+        self._chunk_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ingest-chunk")
 
     def upsert(
         self,
         documents: Sequence[SourceDocument],
-        progress: Callable[[int, int], None] | None = None,
         questions: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
     ) -> list[DocumentWrite]:
-        """Write documents to both stores: ``prepare`` then ``write``."""
-        return self.write(self.prepare(documents, progress, questions))
+        """Write documents to both stores: ``prepare`` then ``write``. For tools and tests
+        outside an event loop; the service awaits ``prepare`` itself."""
+        return self.write(asyncio.run(self.prepare(documents, questions)))
 
-    def prepare(
+    async def prepare(
         self,
         documents: Sequence[SourceDocument],
-        progress: Callable[[int, int], None] | None = None,
         questions: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
     ) -> PreparedWrite:
         """Chunk and embed ``documents``: the slow part of a write, which reads and changes no
         store, so writes run it side by side (a writer holding the write lock while it embedded
         a 4,000-chunk document kept another tenant's one-line upsert waiting 77 s).
         ``questions`` (document id -> parent id -> questions) adds hypothetical-question
-        chunks, written and published with their document."""
+        chunks, written and published with their document.
+
+        A coroutine, not a thread: a write waiting for its embeddings holds no thread (six
+        large uploads held all of the event loop's default threads, and a small write queued
+        behind them again), and a cancelled write stops sending batches."""
+        loop = asyncio.get_running_loop()
+        chunked, empty = await loop.run_in_executor(
+            self._chunk_pool, self._chunk_all, documents, questions or {}
+        )
+        vectors = await self._embed([c for _, chunks in chunked for c in chunks])
+        planned, at = [], 0
+        for doc, chunks in chunked:
+            planned.append(Planned(doc, chunks, vectors[at : at + len(chunks)]))
+            at += len(chunks)
+        return PreparedWrite(tuple(documents), tuple(planned), empty)
+
+    def _chunk_all(
+        self,
+        documents: Sequence[SourceDocument],
+        questions: Mapping[str, Mapping[str, Sequence[str]]],
+    ) -> tuple[list[tuple[SourceDocument, list[Chunk]]], dict[str, DocumentWrite]]:
         chunked: list[tuple[SourceDocument, list[Chunk]]] = []
         empty: dict[str, DocumentWrite] = {}
         for doc in documents:
             chunks = chunk_document(doc, self._chunk_tokens, self._overlap)
-            chunks = with_questions(chunks, (questions or {}).get(doc.document_id, {}))
+            chunks = with_questions(chunks, questions.get(doc.document_id, {}))
             if chunks:
                 chunked.append((doc, chunks))
             else:
                 empty[doc.document_id] = DocumentWrite(
                     doc.document_id, "failed", 0, "document has no text to index"
                 )
-        vectors = self._embed([c for _, chunks in chunked for c in chunks], progress)
-        planned, at = [], 0
-        for doc, chunks in chunked:
-            planned.append(Planned(doc, chunks, vectors[at : at + len(chunks)]))
-            at += len(chunks)
-        return PreparedWrite(tuple(documents), tuple(planned), empty)
+        return chunked, empty
 
     def write(self, prepared: PreparedWrite) -> list[DocumentWrite]:
         """Write prepared documents to both stores; a failure is reported per document.
@@ -372,31 +390,43 @@ class KnowledgeBase:
                 return f"the {arm} store is unreachable ({type(exc).__name__})"
         return ""
 
-    def _embed(
-        self, chunks: Sequence[Chunk], progress: Callable[[int, int], None] | None
-    ) -> npt.NDArray[np.float32]:
+    async def _embed(self, chunks: Sequence[Chunk]) -> npt.NDArray[np.float32]:
+        texts = [embedding_text(c) for c in chunks]
         batches = [
-            [embedding_text(c) for c in chunks[start : start + self._batch]]
-            for start in range(0, len(chunks), self._batch)
+            texts[start : start + self._batch] for start in range(0, len(texts), self._batch)
         ]
-        parts = []
-        done = 0
-        # Two batches at a time: ONNX Runtime releases the GIL, so both cores embed. Handed to
-        # the pool two at a time, not all at once: writes embedding side by side take turns,
-        # where a 4,000-chunk document's 130 batches queued ahead of a one-line upsert's one.
+        left = itertools.count(len(batches), -1)
         queue = iter(batches)
-        running = deque(
-            self._ingest_pool.submit(self.embedder.embed, b) for b in itertools.islice(queue, 2)
-        )
-        while running:
-            vectors = running.popleft().result()
-            if (following := next(queue, None)) is not None:
-                running.append(self._ingest_pool.submit(self.embedder.embed, following))
-            parts.append(vectors)
-            done += len(vectors)
-            if progress is not None:
-                progress(done, len(chunks))
+
+        def send(batch: list[str]) -> asyncio.Task[npt.NDArray[np.float32]]:
+            return asyncio.ensure_future(self._embed_batch(batch, next(left)))
+
+        # Two batches at a time, each waiting for its turn (EmbedTurns): a write alone keeps
+        # both cores embedding; writes side by side take turns, the smallest first.
+        running = deque(send(b) for b in itertools.islice(queue, 2))
+        parts = []
+        try:
+            while running:
+                parts.append(await running[0])
+                running.popleft()
+                if (following := next(queue, None)) is not None:
+                    running.append(send(following))
+        finally:
+            for batch in running:  # cancelled: batches still waiting for a turn never run
+                batch.cancel()
         return np.concatenate(parts) if parts else np.zeros((0, self.embedder.dim), np.float32)
+
+    async def _embed_batch(self, batch: list[str], batches_left: int) -> npt.NDArray[np.float32]:
+        async with self._embed_turns.turn(batches_left):
+            running = asyncio.get_running_loop().run_in_executor(
+                self._ingest_pool, self.embedder.embed, batch
+            )
+            try:
+                return await asyncio.shield(running)
+            except asyncio.CancelledError:
+                # The turn is the pool thread's: keep it until the thread is free.
+                await asyncio.wait([running])
+                raise
 
     def _write(self, planned: Sequence[Planned]) -> None:
         # Order matters: dense chunks land staged (invisible); the keyword commit swaps the
@@ -823,5 +853,6 @@ class KnowledgeBase:
         self._dense_pool.shutdown(wait=False, cancel_futures=True)
         self._keyword_pool.shutdown(wait=False, cancel_futures=True)
         self._ingest_pool.shutdown(wait=False, cancel_futures=True)
+        self._chunk_pool.shutdown(wait=False, cancel_futures=True)
         self._dense.close()
         self._keyword.close()

@@ -8,6 +8,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
@@ -250,6 +251,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         self._rewriter, self._questions = rewriter, question_generator
         # One writer at a time keeps the two stores' commits in the same order.
         self._write_lock = asyncio.Lock()
+        self._store_writes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-write")
         self._arrivals = ArrivalOrder()
         self._out_of_step_logged = Throttle(OUT_OF_STEP_LOG_SECONDS)
         self._writer = (
@@ -282,7 +284,9 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         is safe.
         """
         async with self._write_lock:
-            landing = asyncio.ensure_future(asyncio.to_thread(write))
+            # Its own thread: with the loop's default threads busy elsewhere, the lock holder
+            # would wait for one while every other write waits for the lock.
+            landing = asyncio.get_running_loop().run_in_executor(self._store_writes, write)
             try:
                 result = await asyncio.shield(landing)
             except asyncio.CancelledError:
@@ -300,6 +304,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         # closing the stores under it would fail it half-way.
         async with self._write_lock:
             pass
+        self._store_writes.shutdown(wait=False)
         if self._writer is not None:
             await self._writer.close()
         for client in (self._rewriter, self._questions):
@@ -576,9 +581,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             )
             # Chunked and embedded before its turn too: writes embed side by side, and the
             # lock is held only while the stores are written.
-            prepared = await asyncio.to_thread(
-                self._kb.prepare, docs, None, report.questions if report else None
-            )
+            prepared = await self._kb.prepare(docs, report.questions if report else None)
             await turn()
             results = await self._upsert(prepared, start)
         return pb.UpsertDocumentsResponse(

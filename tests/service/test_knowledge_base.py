@@ -454,9 +454,7 @@ def test_verify_finds_and_repair_fixes_drift_between_the_real_stores(kb: Knowled
 
 def test_question_hits_resolve_to_passage_text_or_are_dropped(kb: KnowledgeBase) -> None:
     questions = {"tides": {"tides#p0": ["What makes seawater bulge toward the orb?"]}}
-    [written] = kb.upsert(
-        [SourceDocument("t1", "tides", "Tides", DOCS["tides"][1], 1)], None, questions
-    )
+    [written] = kb.upsert([SourceDocument("t1", "tides", "Tides", DOCS["tides"][1], 1)], questions)
     assert (written.chunks, written.question_chunks) == (2, 1)
     [hit] = _retrieve(kb, "seawater bulge orb", mode="keyword").candidates
     assert hit.chunk.chunk_id == "tides#p0c0" and "Moon's gravity" in hit.chunk.text
@@ -477,7 +475,7 @@ def test_a_question_hits_passage_lookup_keeps_within_the_arms_budget(kb: Knowled
     # After the arms, the lookup took a second full budget on a hung keyword store (4 s for a
     # 2 s arm timeout), and the dense arm's answer was lost with it.
     questions = {"tides": {"tides#p0": ["What makes seawater bulge toward the orb?"]}}
-    kb.upsert([SourceDocument("t1", "tides", "Tides", DOCS["tides"][1], 1)], None, questions)
+    kb.upsert([SourceDocument("t1", "tides", "Tides", DOCS["tides"][1], 1)], questions)
     real_search, real_get = kb._keyword.search, kb._keyword.get
 
     def hung_search(*args: object) -> list[Hit]:
@@ -504,7 +502,7 @@ def test_top_k_counts_candidates_after_question_hits_without_a_passage_go(
 ) -> None:
     # Cut to top_k before the question hits were dropped, a reply held fewer than it could.
     questions = {"tides": {"tides#p0": ["What makes seawater bulge toward the orb?"]}}
-    kb.upsert([SourceDocument("t1", "tides", "Tides", DOCS["tides"][1], 1)], None, questions)
+    kb.upsert([SourceDocument("t1", "tides", "Tides", DOCS["tides"][1], 1)], questions)
 
     def broken(tenant: str, chunk_ids: object) -> list[object]:
         raise ConnectionError("keyword store down")
@@ -527,7 +525,7 @@ def test_a_dense_arm_that_timed_out_leaves_question_hits_their_passage(kb: Knowl
     # The lookup was given what the arms left: after a dense timeout, nothing, and the keyword
     # arm's question-found passage was dropped though the keyword store answered.
     questions = {"tides": {"tides#p0": ["What makes seawater bulge toward the orb?"]}}
-    kb.upsert([SourceDocument("t1", "tides", "Tides", DOCS["tides"][1], 1)], None, questions)
+    kb.upsert([SourceDocument("t1", "tides", "Tides", DOCS["tides"][1], 1)], questions)
     _slow_dense(kb)
     params = RetrieveParams(tenant="t1", query="seawater bulge orb", candidate_pool=1)
     result = asyncio.run(kb.retrieve(params, 0.4))
@@ -541,7 +539,7 @@ def test_the_passage_lookup_never_outlives_the_callers_deadline(kb: KnowledgeBas
     # With the arm's own budget the lookup ran a second one past a deadline the caller had
     # left just above it (dense hung, keyword slow to fetch): the whole reply was lost.
     questions = {"tides": {"tides#p0": ["What makes seawater bulge toward the orb?"]}}
-    kb.upsert([SourceDocument("t1", "tides", "Tides", DOCS["tides"][1], 1)], None, questions)
+    kb.upsert([SourceDocument("t1", "tides", "Tides", DOCS["tides"][1], 1)], questions)
     _slow_dense(kb)
     real_get = kb._keyword.get
 
