@@ -31,7 +31,12 @@ def write_atomically(path: Path, data: bytes, mode: int = 0o644, *, replace: boo
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
     # The rename is only durable once the directory entry is on disk too.
-    directory = os.open(path.parent, os.O_RDONLY)
+    fsync_dir(path.parent)
+
+
+def fsync_dir(path: Path) -> None:
+    """Put ``path``'s entries (files created, renamed or removed in it) on disk."""
+    directory = os.open(path, os.O_RDONLY)
     try:
         os.fsync(directory)
     finally:

@@ -14,9 +14,14 @@ from retrieval_svc.stores.deferred import DeferredDense, DeferredKeyword, unreac
 StoreT = TypeVar("StoreT", DenseStore, KeywordStore)
 
 
-def _existing(path: Path, marker: str | None = None) -> Path:
-    """``path`` when an embedded store lives there, else StoreMissing naming it."""
-    if not path.is_dir() or not any(path.iterdir()) or (marker and not (path / marker).exists()):
+def _existing(path: Path, *markers: str) -> Path:
+    """``path`` when an embedded store lives there (holding one of ``markers``, if any are
+    given), else StoreMissing naming it."""
+    if (
+        not path.is_dir()
+        or not any(path.iterdir())
+        or (markers and not any((path / m).exists() for m in markers))
+    ):
         raise StoreMissing(f"no embedded store at {path.resolve()}")
     return path
 
@@ -82,8 +87,9 @@ def open_keyword(
             return OpenSearchKeywordStore(settings.opensearch, create=create)
 
         return _now_or_later(KEYWORD, opensearch, DeferredKeyword, defer)
-    from retrieval_svc.stores.tantivy_store import TantivyKeywordStore
+    from retrieval_svc.stores.tantivy_store import LEGACY_MARKER, TENANTS_DIR, TantivyKeywordStore
 
     path = Path(settings.data_dir) / KEYWORD_DIR
     floor = settings.min_free_disk_mb * MIB
-    return TantivyKeywordStore(path if create else _existing(path, "meta.json"), floor)
+    existing = path if create else _existing(path, TENANTS_DIR, LEGACY_MARKER)
+    return TantivyKeywordStore(existing, floor)

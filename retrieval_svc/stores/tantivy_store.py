@@ -1,15 +1,26 @@
-"""Keyword arm on tantivy: BM25 on local disk, English stemming, tenant as a zero-score filter."""
+"""Keyword arm on tantivy: BM25 on local disk, English stemming, one index per tenant.
+
+One index per tenant because BM25 scores a term by how rare it is in the index and a field's
+length against the index's average: in one shared index, 500 documents another tenant added
+turned a tenant's PASS 0.910 into REFUSE 0.224 (an outside probe), and scores would tell one
+tenant something about another's documents. Each index lives in ``tenants/<name>/`` under the
+store's directory; a store written before this layout is split into it when first opened.
+"""
 
 from __future__ import annotations
 
 import errno
+import hashlib
 import logging
+import shutil
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import tantivy
 
+from candor.files import fsync_dir
 from retrieval_svc.stores import data_dir
 from retrieval_svc.stores.base import Chunk, Hit, StoredChunk
 from retrieval_svc.stores.data_dir import check_free_space
@@ -18,18 +29,7 @@ from retrieval_svc.stores.keyword_query import query_words
 log = logging.getLogger("candor.retrieval")
 #: What tantivy says once a worker thread died (of an I/O error, most likely).
 DEAD_WRITER = "index writer was killed"
-
-
-def _sole_tenant(searcher: tantivy.Searcher, tenant: str) -> bool:
-    """Whether every document in the searcher's snapshot belongs to ``tenant``.
-
-    The tenant filter turns the text query into a conjunction, which tantivy scores document
-    by document instead of skipping blocks that cannot reach the top hits: at 100k chunks it
-    costs 1.1 of a search's 2.6 ms, for nothing when one tenant owns the index. The term
-    dictionary keeps a deleted document's terms until its segment merges, so a tenant that
-    has left only ever makes this answer no (and the filter stays), never a wrong yes.
-    """
-    return [term for term, _ in searcher.terms_with_prefix("tenant", "", limit=2)] == [tenant]
+MIGRATION_PAGE = 10_000
 
 
 def _schema() -> tantivy.Schema:
@@ -76,24 +76,116 @@ def _doc_key(tenant: str, document_id: str) -> str:
     return f"{tenant}\x00{document_id}"
 
 
+def _replacing(
+    tenant: str, documents: Sequence[tuple[str, Sequence[Chunk]]]
+) -> Callable[[tantivy.IndexWriter], None]:
+    """Stages that replace each of the tenant's (document id, chunks)."""
+
+    def stage(writer: tantivy.IndexWriter) -> None:
+        for document_id, chunks in documents:
+            writer.delete_documents_by_term("doc_key", _doc_key(tenant, document_id))
+            for c in chunks:
+                writer.add_document(_document(c))
+
+    return stage
+
+
+TENANTS_DIR = "tenants"
+#: How many tenants' indexes stay open (about one thread each) and how many keep an index
+#: writer (a buffer of up to 50 MB each, and merge threads); the least recently used close first.
+OPEN_INDEXES, OPEN_WRITERS = 256, 4
+LEGACY_MARKER = "meta.json"
+"""An index at the store's top level: the layout before one index per tenant."""
+
+
+def tenant_dir_name(tenant: str) -> str:
+    """The tenant's index directory: its name (readable for an operator) and a hash of it, so
+    that ``Acme`` and ``acme`` stay apart on a case-insensitive filesystem and ``..`` is no
+    path."""
+    return f"{tenant}.{hashlib.sha256(tenant.encode()).hexdigest()[:12]}"
+
+
+class _Tenant:
+    """One tenant's index, and its writer while it has one."""
+
+    def __init__(self, path: Path, schema: tantivy.Schema) -> None:
+        self.path = path
+        self.index = tantivy.Index(schema, path=str(path), reuse=True)
+        self.writer: tantivy.IndexWriter | None = None
+
+    def new_writer(self) -> tantivy.IndexWriter:
+        self.writer = self.index.writer(heap_size=50_000_000, num_threads=1)
+        return self.writer
+
+    def close_writer(self) -> None:
+        """Let the writer's merges finish, then drop it (and its directory lock)."""
+        if self.writer is not None:
+            writer, self.writer = self.writer, None
+            writer.wait_merging_threads()
+
+    def count(self) -> int:
+        return int(self.index.searcher().num_docs)
+
+
 class TantivyKeywordStore:
     reads_in_process = True
 
     def __init__(self, path: Path, min_free_bytes: int = 0) -> None:
-        """Open (or create) the index at ``path``; writes first check that the disk keeps
-        ``min_free_bytes`` free (0 does not check)."""
+        """Open (or create) the store at ``path``; writes first check that the disk keeps
+        ``min_free_bytes`` free (0 does not check). Every tenant's index is opened once here,
+        so a damaged one stops start-up rather than a tenant's first call."""
         path.mkdir(parents=True, exist_ok=True)
         self._path, self._min_free = path, min_free_bytes
         self._schema = _schema()
-        self._index = tantivy.Index(self._schema, path=str(path), reuse=True)
-        self._writer = self._new_writer()
         self._lock = threading.Lock()
+        """Held by writes: one at a time, as tantivy allows one writer per index."""
+        self._open_lock = threading.Lock()
+        """Guards the open indexes and the counts (reads open indexes too)."""
+        self._open: OrderedDict[str, _Tenant] = OrderedDict()
+        self._counts: dict[str, int] = {}
+        if (path / LEGACY_MARKER).exists():
+            migrate_to_tenant_indexes(path, self._schema)
+        (path / TENANTS_DIR).mkdir(exist_ok=True)
+        for tenant_path in sorted((path / TENANTS_DIR).iterdir()):
+            tenant = tenant_path.name.rpartition(".")[0]
+            if tenant_dir_name(tenant) != tenant_path.name:
+                continue  # not an index of ours
+            # None: made for a first write that never committed.
+            if (opened := self._tenant(tenant, create=False)) is not None:
+                self._counts[tenant] = opened.count()
 
-    def _new_writer(self) -> tantivy.IndexWriter:
-        return self._index.writer(heap_size=50_000_000, num_threads=1)
+    def _tenant(self, tenant: str, *, create: bool) -> _Tenant | None:
+        """The tenant's index, opened if need be; None when it has none and ``create`` is
+        false (a read never makes a directory: unknown tenant names would fill the disk)."""
+        with self._open_lock:
+            if (found := self._open.get(tenant)) is not None:
+                self._open.move_to_end(tenant)
+                return found
+            where = self._path / TENANTS_DIR / tenant_dir_name(tenant)
+            if not create and not (where / LEGACY_MARKER).exists():
+                return None
+            where.mkdir(exist_ok=True)
+            opened = self._open[tenant] = _Tenant(where, self._schema)
+            idle = [t for t, o in self._open.items() if o.writer is None and t != tenant]
+            for t in idle[: max(0, len(self._open) - OPEN_INDEXES)]:
+                del self._open[t]
+            return opened
 
-    def _commit(self, stage: Callable[[tantivy.IndexWriter], object]) -> None:
-        """Stage operations and commit them as one, or leave the index as it was.
+    def _writer(self, tenant: str) -> tuple[_Tenant, tantivy.IndexWriter]:
+        """The tenant's index and writer, closing the least recently used writers past
+        OPEN_WRITERS; call under the write lock."""
+        t = self._tenant(tenant, create=True)
+        assert t is not None
+        writer = t.writer or t.new_writer()
+        with self._open_lock:
+            writing = [o for o in self._open.values() if o.writer is not None and o is not t]
+        for idle in writing[: max(0, len(writing) + 1 - OPEN_WRITERS)]:
+            idle.close_writer()
+        return t, writer
+
+    def _commit(self, tenant: str, stage: Callable[[tantivy.IndexWriter], object]) -> None:
+        """Stage operations on the tenant's index and commit them as one, or leave the index
+        as it was.
 
         After a failure the writer is rolled back, which gives it new worker threads (one
         that died of an I/O error fails every later call with "An index writer was
@@ -102,33 +194,40 @@ class TantivyKeywordStore:
         """
         check_free_space(self._path, self._min_free)
         with self._lock:
+            t, writer = self._writer(tenant)
             try:
-                stage(self._writer)
-                self._writer.commit()
+                stage(writer)
+                writer.commit()
             except Exception as exc:
-                self._recover()
+                self._recover(t)
                 if DEAD_WRITER not in str(exc):
                     raise
                 # The error that killed the worker thread is lost with it; the disk it
                 # writes to is the usual suspect, so say how full it is.
                 raise OSError(
                     errno.EIO,
-                    f"the keyword index writer in {self._path} died of an I/O error "
+                    f"the keyword index writer in {t.path} died of an I/O error "
                     f"({data_dir.free_bytes(self._path)} bytes free on that filesystem): {exc}",
                 ) from exc
-        self._index.reload()
+            t.index.reload()
+            with self._open_lock:
+                self._counts[tenant] = t.count()
 
-    def _recover(self) -> None:
+    @staticmethod
+    def _recover(t: _Tenant) -> None:
         """Roll the writer back and drop the files of what it did not commit; call under the
-        lock."""
+        write lock."""
+        assert t.writer is not None
+        writer = t.writer
         try:
-            self._writer.rollback()
+            writer.rollback()
         except Exception:
             log.exception("tantivy rollback failed; opening a new index writer")
-            del self._writer  # the old writer holds the directory lock until it is dropped
-            self._writer = self._new_writer()
+            del writer
+            t.writer = None  # the old writer holds the directory lock until it is dropped
+            writer = t.new_writer()
         try:
-            self._writer.garbage_collect_files()
+            writer.garbage_collect_files()
         except Exception as exc:  # a full disk: even the list of files cannot be rewritten
             log.warning("cannot delete a failed write's files", extra={"error": repr(exc)})
 
@@ -136,51 +235,49 @@ class TantivyKeywordStore:
         self.replace_many([(tenant, document_id, chunks)])
 
     def replace_many(self, documents: Sequence[tuple[str, str, Sequence[Chunk]]]) -> None:
-        def stage(writer: tantivy.IndexWriter) -> None:
-            for tenant, document_id, chunks in documents:
-                writer.delete_documents_by_term("doc_key", _doc_key(tenant, document_id))
-                for c in chunks:
-                    writer.add_document(_document(c))
-
-        # One commit: readers see the old chunks or the new ones, never a mix.
-        self._commit(stage)
+        """One commit per tenant: readers see a tenant's old chunks or its new ones, never a
+        mix (a write comes from one tenant's call; only tools mix tenants in one batch)."""
+        by_tenant: dict[str, list[tuple[str, Sequence[Chunk]]]] = {}
+        for tenant, document_id, chunks in documents:
+            by_tenant.setdefault(tenant, []).append((document_id, chunks))
+        for tenant, docs in by_tenant.items():
+            self._commit(tenant, _replacing(tenant, docs))
 
     def delete(self, tenant: str, document_id: str) -> int:
+        t = self._tenant(tenant, create=False)
+        if t is None:
+            return 0
         key = _doc_key(tenant, document_id)
-        self._index.reload()
-        searcher = self._index.searcher()
+        t.index.reload()
+        searcher = t.index.searcher()
         # doc_freq would count deleted documents still held by segments; a search does not.
         found = searcher.search(tantivy.Query.term_query(self._schema, "doc_key", key), 1)
         n = int(found.count)  # type: ignore[attr-defined]
-        self._commit(lambda writer: writer.delete_documents_by_term("doc_key", key))
+        if n:
+            self._commit(tenant, lambda writer: writer.delete_documents_by_term("doc_key", key))
         return n
 
     def search(self, tenant: str, query: str, limit: int) -> list[Hit]:
         words = query_words(query)
-        if not words or limit <= 0:
+        t = self._tenant(tenant, create=False)
+        if not words or limit <= 0 or t is None:
             return []
         try:
-            matched = self._index.parse_query(" ".join(words), ["title", "text"])
+            matched = t.index.parse_query(" ".join(words), ["title", "text"])
         except ValueError as exc:
             if "Only excluding terms" not in str(exc):
                 raise
             return []  # every word's tokens were over the analyser's length limit
-        searcher = self._index.searcher()
-        if not _sole_tenant(searcher, tenant):
-            tenant_filter = tantivy.Query.const_score_query(
-                tantivy.Query.term_query(self._schema, "tenant", tenant), 0.0
-            )
-            matched = tantivy.Query.boolean_query(
-                [(tantivy.Occur.Must, matched), (tantivy.Occur.Must, tenant_filter)]
-            )
-        hits: list[Hit] = []
-        for score, address in searcher.search(matched, limit).hits:
-            hits.append(Hit(_chunk(searcher.doc(address)), float(score)))
-        return hits
+        searcher = t.index.searcher()
+        return [
+            Hit(_chunk(searcher.doc(address)), float(score))
+            for score, address in searcher.search(matched, limit).hits
+        ]
 
     def get(self, tenant: str, chunk_ids: Sequence[str]) -> list[Chunk]:
         ids = sorted(set(chunk_ids))
-        if not ids:
+        t = self._tenant(tenant, create=False)
+        if not ids or t is None:
             return []
         wanted = tantivy.Query.boolean_query(
             [
@@ -188,26 +285,21 @@ class TantivyKeywordStore:
                 for i in ids
             ]
         )
-        query = tantivy.Query.boolean_query(
-            [
-                (tantivy.Occur.Must, tantivy.Query.term_query(self._schema, "tenant", tenant)),
-                (tantivy.Occur.Must, wanted),
-            ]
-        )
-        searcher = self._index.searcher()
+        searcher = t.index.searcher()
         return [
-            _chunk(searcher.doc(address)) for _, address in searcher.search(query, len(ids)).hits
+            _chunk(searcher.doc(address)) for _, address in searcher.search(wanted, len(ids)).hits
         ]
 
     def holds(self, tenant: str, versions: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+        t = self._tenant(tenant, create=False)
+        if t is None:
+            return set()
         # A count per pair reads the term index only; a doc fetch would decompress the text.
-        searcher = self._index.searcher()
-        owner = tantivy.Query.term_query(self._schema, "tenant", tenant)
+        searcher = t.index.searcher()
         held = set()
         for chunk_id, generation in set(versions):
             query = tantivy.Query.boolean_query(
                 [
-                    (tantivy.Occur.Must, owner),
                     (
                         tantivy.Occur.Must,
                         tantivy.Query.term_query(self._schema, "chunk_id", chunk_id),
@@ -223,25 +315,83 @@ class TantivyKeywordStore:
         return held
 
     def count(self) -> int:
-        self._index.reload()
-        return int(self._index.searcher().num_docs)
+        with self._open_lock:
+            return sum(self._counts.values())
 
     def inventory(self) -> list[StoredChunk]:
-        self._index.reload()
-        searcher = self._index.searcher()
-        total = int(searcher.num_docs)
-        if total == 0:
-            return []
         out = []
-        for _, address in searcher.search(tantivy.Query.all_query(), total).hits:
-            d = searcher.doc(address)
-            out.append(
-                StoredChunk(
-                    d["tenant"][0], d["document_id"][0], d["chunk_id"][0], d["generation"][0], True
+        with self._open_lock:
+            tenants = sorted(self._counts)
+        for tenant in tenants:
+            t = self._tenant(tenant, create=False)
+            if t is None:
+                continue
+            t.index.reload()
+            searcher = t.index.searcher()
+            total = int(searcher.num_docs)
+            if total == 0:
+                continue
+            for _, address in searcher.search(tantivy.Query.all_query(), total).hits:
+                d = searcher.doc(address)
+                out.append(
+                    StoredChunk(
+                        d["tenant"][0],
+                        d["document_id"][0],
+                        d["chunk_id"][0],
+                        d["generation"][0],
+                        True,
+                    )
                 )
-            )
         return out
 
     def close(self) -> None:
-        with self._lock:
-            self._writer.wait_merging_threads()
+        with self._lock, self._open_lock:
+            for t in self._open.values():
+                t.close_writer()
+
+
+def migrate_to_tenant_indexes(path: Path, schema: tantivy.Schema) -> None:
+    """Split the one index at ``path`` (the layout before one index per tenant) into
+    ``path/tenants/``, then remove it.
+
+    Built under a temporary name and renamed into place, so a crash part-way leaves the old
+    index as it was and the next start begins again; once the rename has happened the old
+    index's files are only left to delete. Needs as much free disk again as the old index.
+    """
+    tenants_dir, building = path / TENANTS_DIR, path / (TENANTS_DIR + ".migrating")
+    if not tenants_dir.exists():
+        shutil.rmtree(building, ignore_errors=True)
+        building.mkdir()
+        old = tantivy.Index(schema, path=str(path), reuse=True)
+        searcher = old.searcher()
+        moved = 0
+        # A deleted document's tenant term outlives it until its segment merges: such a
+        # tenant's query finds nothing and gets no index.
+        for tenant, _ in searcher.terms_with_prefix("tenant", ""):
+            owned = tantivy.Query.term_query(schema, "tenant", tenant)
+            total = int(searcher.search(owned, 1).count)  # type: ignore[attr-defined]
+            if not total:
+                continue
+            where = building / tenant_dir_name(tenant)
+            where.mkdir()
+            new = tantivy.Index(schema, path=str(where))
+            writer = new.writer(heap_size=50_000_000, num_threads=1)
+            for start in range(0, total, MIGRATION_PAGE):
+                for _, address in searcher.search(owned, MIGRATION_PAGE, offset=start).hits:
+                    writer.add_document(_document(_chunk(searcher.doc(address))))
+            writer.commit()
+            writer.wait_merging_threads()
+            moved += total
+        del searcher, old
+        fsync_dir(building)
+        building.rename(tenants_dir)
+        fsync_dir(path)
+        log.info(
+            "split the keyword index into one index per tenant",
+            extra={"path": str(path), "chunks": moved},
+        )
+    # The marker goes first: with it gone, nothing reads what is left as an index.
+    (path / LEGACY_MARKER).unlink(missing_ok=True)
+    for leftover in path.iterdir():
+        if leftover.is_file() and leftover.name != data_dir.LOCK_NAME:
+            leftover.unlink()

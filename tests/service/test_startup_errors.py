@@ -14,8 +14,9 @@ from candor.runtime.server import RunningService
 from retrieval_svc.stores import data_dir
 from retrieval_svc.stores.data_dir import MIB
 from retrieval_svc.stores.edge import EdgeDenseStore
-from retrieval_svc.stores.tantivy_store import TantivyKeywordStore
+from retrieval_svc.stores.tantivy_store import TENANTS_DIR, TantivyKeywordStore, tenant_dir_name
 from tests.helpers import free_ports, stack_env
+from tests.stores.conftest import chunk
 
 
 async def _stop_at_once(services: list[RunningService]) -> None:
@@ -79,10 +80,12 @@ def test_a_data_dir_that_cannot_be_opened_is_one_line_naming_it(
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(server, "serve_until_signal", _stop_at_once)
     EdgeDenseStore(tmp_path / "dense", 384).close()
-    TantivyKeywordStore(tmp_path / "keyword").close()
-    meta = tmp_path / "keyword" / "meta.json"
+    keyword = TantivyKeywordStore(tmp_path / "keyword")
+    keyword.replace("acme", "doc", [chunk("acme", "doc", 0)])
+    keyword.close()
+    meta = tmp_path / "keyword" / TENANTS_DIR / tenant_dir_name("acme") / "meta.json"
     good = meta.read_bytes()
-    meta.write_text("{not json")  # a damaged tantivy index
+    meta.write_text("{not json")  # a damaged tantivy index: one tenant's stops start-up
     assert main(["verify"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"candor: cannot open the data dir {tmp_path}: ValueError: ")
@@ -93,6 +96,9 @@ def test_a_data_dir_that_cannot_be_opened_is_one_line_naming_it(
     assert str(line["error"]).startswith(f"cannot open the data dir {tmp_path}: ValueError: ")
     # The lock was released each time: the next opener is not told the dir is in use.
     meta.write_bytes(good)
+    keyword = TantivyKeywordStore(tmp_path / "keyword")
+    assert keyword.delete("acme", "doc") == 1  # opens again; and the stores agree for verify
+    keyword.close()
     assert main(["verify"]) == 0
 
 

@@ -1,4 +1,5 @@
-"""The embedded stores skip their tenant filter when it would keep every document.
+"""The embedded dense store skips its tenant filter when it would keep every document (the
+keyword store needs none: one index per tenant, tests/stores/test_tenant_indexes.py).
 
 Property: on any interleaving of writes, publishes, deletes and searches, a search answers
 exactly what the same search with its filter applied answers, whether or not the shortcut was
@@ -19,10 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retrieval_svc.stores import edge, tantivy_store
+from retrieval_svc.stores import edge
 from retrieval_svc.stores.base import Hit
 from retrieval_svc.stores.edge import EdgeDenseStore
-from retrieval_svc.stores.tantivy_store import TantivyKeywordStore
 from tests.stores.conftest import DIM, chunk
 
 VOCAB = ("parcel", "label", "refund", "customs", "tracking", "invoice", "courier", "pickup")
@@ -104,30 +104,6 @@ def test_dense_shortcut_never_changes_a_search(
         store.close()
 
 
-@SETTINGS
-@given(sequence=ops)
-def test_keyword_shortcut_never_changes_a_search(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, sequence: list[Any]
-) -> None:
-    store = TantivyKeywordStore(tmp_path_factory.mktemp("tantivy"))
-    sole = tantivy_store._sole_tenant
-    try:
-        for n, (op, tenant, doc, text, _) in enumerate(sequence):
-            if op == "write":
-                store.replace(tenant, doc, [chunk(tenant, doc, 0, generation=f"g{n}", text=text)])
-            elif op == "delete":
-                store.delete(tenant, doc)
-            else:
-                got = store.search(tenant, text, 10)
-                with monkeypatch.context() as m:
-                    m.setattr(tantivy_store, "_sole_tenant", lambda *a: False)
-                    assert _key(got) == _key(store.search(tenant, text, 10))
-                assert tantivy_store._sole_tenant is sole
-                assert all(h.chunk.tenant == tenant for h in got)
-    finally:
-        store.close()
-
-
 def _count_filtered_queries(store: EdgeDenseStore) -> list[bool]:
     """Spy on the shard: one entry per query, True when it carried a filter."""
     seen: list[bool] = []
@@ -193,24 +169,6 @@ def test_dense_search_filters_while_writes_are_recent(
         store.publish("acme", "d0", c.generation)
         store.search("acme", _embed("parcel"), 5, False)
         assert filtered == [True]  # within QUIET_SECONDS of a write: no counting mid-ingest
-    finally:
-        store.close()
-
-
-def test_keyword_filter_is_skipped_only_for_the_sole_tenant(tmp_path: Path) -> None:
-    store = TantivyKeywordStore(tmp_path / "kw")
-    try:
-        store.replace("acme", "d0", [chunk("acme", "d0", 0, text="parcel label")])
-        searcher = store._index.searcher()
-        assert tantivy_store._sole_tenant(searcher, "acme")
-        assert not tantivy_store._sole_tenant(searcher, "globex")
-        store.replace("globex", "d1", [chunk("globex", "d1", 0, text="parcel parcel")])
-        assert not tantivy_store._sole_tenant(store._index.searcher(), "acme")
-        assert [h.chunk.tenant for h in store.search("acme", "parcel", 5)] == ["acme"]
-        # A tenant whose documents are deleted may linger in the term dictionary until its
-        # segment merges: then the filter stays, which is slower, never wrong.
-        store.delete("globex", "d1")
-        assert [h.chunk.tenant for h in store.search("acme", "parcel", 5)] == ["acme"]
     finally:
         store.close()
 

@@ -1,0 +1,225 @@
+"""tantivy keeps one index per tenant: a tenant's scores are what they would be alone in the
+store, whatever others write; indexes and writers open and close as tenants come and go; a
+store written as one shared index is split into per-tenant ones when opened, and a crash during
+the split loses nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tantivy
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from retrieval_svc.stores import tantivy_store
+from retrieval_svc.stores.base import Hit
+from retrieval_svc.stores.tantivy_store import (
+    LEGACY_MARKER,
+    TENANTS_DIR,
+    TantivyKeywordStore,
+    migrate_to_tenant_indexes,
+    tenant_dir_name,
+)
+from tests.stores.conftest import chunk
+
+VOCAB = ("parcel", "label", "refund", "customs", "tracking", "invoice", "courier", "pickup")
+TENANTS = ("acme", "Acme", "globex")
+
+words = st.lists(st.sampled_from(VOCAB), min_size=1, max_size=5).map(" ".join)
+ops = st.lists(
+    st.tuples(
+        st.sampled_from(["write", "write", "search", "delete"]),
+        st.sampled_from(TENANTS),
+        st.sampled_from(["d0", "d1", "d2"]),
+        words,
+    ),
+    min_size=1,
+    max_size=16,
+)
+
+
+def _key(hits: list[Hit]) -> list[tuple[str, str, float]]:
+    # Equal scores may come in either order.
+    return sorted((h.chunk.chunk_id, h.chunk.generation, round(h.score, 5)) for h in hits)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(sequence=ops)
+def test_a_tenants_results_are_what_it_would_get_alone(
+    tmp_path_factory: pytest.TempPathFactory, sequence: list[Any]
+) -> None:
+    shared = TantivyKeywordStore(tmp_path_factory.mktemp("shared"))
+    alone = {t: TantivyKeywordStore(tmp_path_factory.mktemp(f"alone-{t}")) for t in TENANTS}
+    try:
+        for n, (op, tenant, doc, text) in enumerate(sequence):
+            for store in (shared, alone[tenant]):
+                if op == "write":
+                    store.replace(tenant, doc, [chunk(tenant, doc, 0, f"g{n}", text=text)])
+                elif op == "delete":
+                    store.delete(tenant, doc)
+            if op == "search":
+                got = shared.search(tenant, text, 10)
+                assert _key(got) == _key(alone[tenant].search(tenant, text, 10))
+                assert all(h.chunk.tenant == tenant for h in got)
+        assert shared.count() == sum(s.count() for s in alone.values())
+    finally:
+        for store in (shared, *alone.values()):
+            store.close()
+
+
+def test_another_tenants_documents_leave_scores_unchanged(tmp_path: Path) -> None:
+    store = TantivyKeywordStore(tmp_path)
+    try:
+        store.replace("t", "doc", [chunk("t", "doc", 0, text="quokka habitat notes")])
+        store.replace("t", "pad", [chunk("t", "pad", 0, text="unrelated filler text")])
+        (before,) = [h.score for h in store.search("t", "quokka", 5)]
+        store.replace_many(
+            [("u", f"d{i}", [chunk("u", f"d{i}", 0, text="quokka quokka")]) for i in range(50)]
+        )
+        (after,) = [h.score for h in store.search("t", "quokka", 5)]
+        assert after == before
+        assert len(store.search("u", "quokka", 100)) == 50
+    finally:
+        store.close()
+
+
+def test_reads_of_a_tenant_with_no_index_make_no_directory(tmp_path: Path) -> None:
+    store = TantivyKeywordStore(tmp_path)
+    try:
+        assert store.search("nobody", "parcel", 5) == []
+        assert store.get("nobody", ["x#p0c0"]) == []
+        assert store.holds("nobody", [("x#p0c0", "g1")]) == set()
+        assert store.delete("nobody", "x") == 0
+        assert list((tmp_path / TENANTS_DIR).iterdir()) == []
+    finally:
+        store.close()
+
+
+def test_tenant_directories_keep_case_and_dots_apart() -> None:
+    names = {tenant_dir_name(t) for t in ("acme", "Acme", ".", "..", "a.b")}
+    assert len({n.lower() for n in names}) == 5
+    assert all(n not in (".", "..") and "/" not in n for n in names)
+
+
+def test_indexes_and_writers_close_past_their_limits_and_reopen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tantivy_store, "OPEN_INDEXES", 2)
+    monkeypatch.setattr(tantivy_store, "OPEN_WRITERS", 1)
+    store = TantivyKeywordStore(tmp_path)
+    tenants = [f"t{i}" for i in range(5)]
+    try:
+        for round_ in range(2):
+            for t in tenants:
+                store.replace(t, f"d{round_}", [chunk(t, f"d{round_}", 0, text=f"parcel {t}")])
+                assert sum(o.writer is not None for o in store._open.values()) <= 1
+        assert len(store._open) <= 2
+        for t in tenants:
+            assert sorted(h.chunk.document_id for h in store.search(t, "parcel", 5)) == [
+                "d0",
+                "d1",
+            ]
+        assert store.count() == 10
+        assert store.delete("t0", "d0") == 1 and store.count() == 9
+    finally:
+        store.close()
+    reopened = TantivyKeywordStore(tmp_path)
+    try:
+        assert reopened.count() == 9
+        assert len(reopened.inventory()) == 9
+    finally:
+        reopened.close()
+
+
+def _legacy_store(path: Path, documents: dict[str, list[str]]) -> None:
+    """A store as candor wrote it before one index per tenant: every tenant in one index at
+    the store's top level."""
+    path.mkdir(parents=True, exist_ok=True)
+    index = tantivy.Index(tantivy_store._schema(), path=str(path))
+    writer = index.writer(heap_size=50_000_000, num_threads=1)
+    for tenant, texts in documents.items():
+        for i, text in enumerate(texts):
+            writer.add_document(tantivy_store._document(chunk(tenant, f"d{i}", 0, text=text)))
+    writer.commit()
+    # A deleted tenant leaves its term behind until its segment merges.
+    writer.add_document(tantivy_store._document(chunk("gone", "d0", 0)))
+    writer.commit()
+    writer.delete_documents_by_term("tenant", "gone")
+    writer.commit()
+    writer.wait_merging_threads()
+
+
+LEGACY = {
+    "acme": ["parcel label", "refund window", "customs form"],
+    "globex": ["parcel parcel courier"],
+}
+
+
+def test_a_shared_index_is_split_per_tenant_when_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _legacy_store(tmp_path, LEGACY)
+    monkeypatch.setattr(tantivy_store, "MIGRATION_PAGE", 2)  # acme's three chunks: two pages
+    (tmp_path / ".candor.lock").write_text("1\n")  # the data dir's lock is not the index's
+    store = TantivyKeywordStore(tmp_path)
+    try:
+        assert store.count() == 4
+        assert sorted(h.chunk.document_id for h in store.search("acme", "parcel refund", 5)) == [
+            "d0",
+            "d1",
+        ]
+        assert [h.chunk.text for h in store.search("globex", "courier", 5)] == [
+            "parcel parcel courier"
+        ]
+        assert {(c.tenant, c.document_id) for c in store.inventory()} == {
+            ("acme", "d0"),
+            ("acme", "d1"),
+            ("acme", "d2"),
+            ("globex", "d0"),
+        }
+    finally:
+        store.close()
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == [".candor.lock", TENANTS_DIR], "the old index's files are gone"
+    assert sorted(p.name for p in (tmp_path / TENANTS_DIR).iterdir()) == sorted(
+        tenant_dir_name(t) for t in LEGACY
+    )
+
+
+def test_a_split_cut_short_starts_again_and_one_renamed_only_cleans_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _legacy_store(tmp_path, LEGACY)
+    real_rename = Path.rename
+
+    def crash(self: Path, target: Path) -> Path:
+        raise OSError("killed before the rename")
+
+    monkeypatch.setattr(Path, "rename", crash)
+    with pytest.raises(OSError, match="killed"):
+        migrate_to_tenant_indexes(tmp_path, tantivy_store._schema())
+    assert (tmp_path / LEGACY_MARKER).exists() and (tmp_path / f"{TENANTS_DIR}.migrating").exists()
+    monkeypatch.setattr(Path, "rename", real_rename)
+
+    # Killed after the rename, before the old files were removed: the split is complete.
+    real_unlink = Path.unlink
+    monkeypatch.setattr(Path, "unlink", lambda self, missing_ok=False: crash(self, self))
+    with pytest.raises(OSError, match="killed"):
+        migrate_to_tenant_indexes(tmp_path, tantivy_store._schema())
+    assert (tmp_path / LEGACY_MARKER).exists() and (tmp_path / TENANTS_DIR).exists()
+    assert not (tmp_path / f"{TENANTS_DIR}.migrating").exists()
+    monkeypatch.setattr(Path, "unlink", real_unlink)
+
+    store = TantivyKeywordStore(tmp_path)
+    try:
+        assert store.count() == 4
+        assert not (tmp_path / LEGACY_MARKER).exists()
+    finally:
+        store.close()
