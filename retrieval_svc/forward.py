@@ -18,8 +18,9 @@ from opentelemetry.instrumentation.grpc import aio_client_interceptors
 
 from candor.retrieval.v1 import retrieval_pb2 as pb
 from candor.retrieval.v1 import retrieval_pb2_grpc as pb_grpc
+from candor.runtime.admission import mark_shed, passed_on, retry_delay_of
 from candor.runtime.auth import forwarded_metadata
-from candor.runtime.errors import relay
+from candor.runtime.errors import abort_with, relay
 
 Reply = TypeVar("Reply")
 
@@ -61,6 +62,12 @@ class WriteForwarder:
                 request, metadata=forwarded_metadata(context), timeout=context.time_remaining()
             )
         except grpc.aio.AioRpcError as exc:
+            if retry_delay_of(exc) is not None:
+                # The writer shed it before any work: this pod did none either, so the call is
+                # not timed here (a fast "good" call in the latency SLO), and it keeps the
+                # writer's retry hint for callers whose channel retries on it.
+                mark_shed()
+                await abort_with(context, passed_on(exc))
             await relay(context, exc)
 
     async def close(self) -> None:

@@ -162,7 +162,7 @@ class RetrievalMetrics:
         )
         self.index_chunks = Gauge(
             "candor_retrieval_index_chunks",
-            "Chunks held by each store (all tenants).",
+            "Chunks held by each store (all tenants), reported by the pod that writes.",
             ["arm"],
             registry=metrics.registry,
         )
@@ -701,8 +701,11 @@ def build_retrieval(settings: Settings) -> ServiceSpec:
         kb = _open_knowledge_base(settings, data_dir)
         metrics = ServiceMetrics()
         retrieval_metrics = RetrievalMetrics(metrics)
-        # A restarted pod reports the index it opened, not nothing until the next upsert.
-        retrieval_metrics.index_size(kb.sizes())
+        # A restarted pod reports the index it opened, not nothing until the next upsert. A
+        # reading pod reports nothing: it never writes, so its start-up count would go stale
+        # while the writer's changes, and dashboards take the max over pods.
+        if not settings.retrieval.writer_target:
+            retrieval_metrics.index_size(kb.sizes())
         servicer = RetrievalServicer(
             kb,
             settings,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -320,6 +321,64 @@ async def test_a_gate_passes_retrievals_shed_on_instead_of_refusing(tmp_path: Pa
     finally:
         await asyncio.to_thread(gate.stop)
         await retrieval.stop(0)
+
+
+class HeldWriter(retrieval_pb2_grpc.RetrievalServiceServicer):
+    """The writing pod's API on the real runtime, with an upsert that waits to be let go."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.entered = 0
+
+    async def UpsertDocuments(
+        self, request: retrieval_pb2.UpsertDocumentsRequest, context: grpc.aio.ServicerContext
+    ) -> retrieval_pb2.UpsertDocumentsResponse:
+        self.entered += 1
+        await self.release.wait()
+        return retrieval_pb2.UpsertDocumentsResponse()
+
+
+async def test_a_reading_pod_passes_the_writers_shed_on_untimed(tmp_path: Path) -> None:
+    # Relayed as any error, the shed lost grpc's retry header and was timed on the reading
+    # pod: a burst of them counted as fast good writes in the latency SLO.
+    held = HeldWriter()
+    writer = await _serve(RETRIEVAL, _as_retrieval(held), limit=1)
+    settings = load_settings(env=stack_env(str(tmp_path / "reader")))
+    # writer_target needs shared stores in settings; the forwarding does not.
+    settings = dataclasses.replace(
+        settings,
+        retrieval=dataclasses.replace(settings.retrieval, writer_target=writer.address),
+    )
+    reader = await asyncio.to_thread(Stack, lambda: start_stack(settings, "retrieval"))
+    document = retrieval_pb2.Document(document_id="d", text="some text")
+    request = retrieval_pb2.UpsertDocumentsRequest(tenant="t", documents=[document])
+    try:
+        async with grpc.aio.insecure_channel(reader.address("RetrievalService")) as ch:
+            stub = retrieval_pb2_grpc.RetrievalServiceStub(ch)
+            busy = asyncio.ensure_future(stub.UpsertDocuments(request, timeout=10))
+            await _until(lambda: held.entered == 1)
+            with pytest.raises(grpc.aio.AioRpcError) as shed:
+                await stub.UpsertDocuments(request, timeout=10)
+            assert shed.value.code() == grpc.StatusCode.UNAVAILABLE
+            info = error_info_of(shed.value)
+            assert info is not None and info.reason == REASON
+            assert info.metadata["service"] == RETRIEVAL
+            assert retry_delay_of(shed.value) == pytest.approx(RETRY_DELAY_SECONDS)
+            trailers = dict(shed.value.trailing_metadata() or ())
+            assert trailers["grpc-retry-pushback-ms"] == str(int(RETRY_DELAY_SECONDS * 1000))
+
+            held.release.set()
+            await busy
+            text = await asyncio.to_thread(scrape, reader.metrics_port("RetrievalService"))
+            upserts = {"grpc_method": "UpsertDocuments"}
+            unavailable = {**upserts, "grpc_code": "UNAVAILABLE"}
+            assert metric_value(text, "grpc_server_handled_total", unavailable) == 1
+            assert metric_value(text, "grpc_server_handling_seconds_count", upserts) == 1, (
+                "only the write that was served is timed"
+            )
+    finally:
+        await asyncio.to_thread(reader.stop)
+        await writer.stop(0)
 
 
 async def _drain(call: grpc.aio.UnaryStreamCall) -> None:  # type: ignore[type-arg]

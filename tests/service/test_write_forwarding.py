@@ -108,6 +108,10 @@ def test_writes_sent_to_a_reading_pod_land_on_the_writer(pods: tuple[Stack, Stac
     assert metric_value(wrote, "candor_retrieval_documents_total", written) == 1
     relayed = scrape(reader.metrics_port("RetrievalService"))
     assert "candor_retrieval_documents_total{" not in relayed
+    # Only the writer knows when the stores change; a reader's start-up count would go stale.
+    assert metric_value(wrote, "candor_retrieval_index_chunks", {"arm": "keyword"}) == 0
+    assert "candor_retrieval_index_chunks{" in wrote
+    assert "candor_retrieval_index_chunks{" not in relayed
 
 
 def test_a_writer_that_cannot_be_reached_is_unavailable(tmp_path: Path) -> None:
