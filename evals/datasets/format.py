@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast, get_args
 
+from candor.runtime.validation import TENANT
+
 Kind = Literal["answerable", "topic_absent", "near_miss", "unanswerable"]
 """What a question tests. ``unanswerable`` is the default for a negative whose kind is not given."""
 Split = Literal["train", "test"]
@@ -208,6 +210,16 @@ def _nonempty_str(row: Mapping[str, Any], key: str, where: str, problems: list[s
     return value
 
 
+def _tenant(row: Mapping[str, Any], where: str, problems: list[str]) -> str | None:
+    """The row's tenant, which must be one the services accept: it names the tenant's index
+    directory on the embedded stores, so "a/b" or ".." would be a path."""
+    value = row.get("tenant")
+    if value is not None and (not isinstance(value, str) or not TENANT.fullmatch(value)):
+        problems.append(f"{where}: 'tenant' must be 1-64 letters, digits, '_', '.', '-' when given")
+        return None
+    return value
+
+
 def _parse_passage(row: dict[str, Any], where: str, problems: list[str]) -> Passage | None:
     before = len(problems)
     unknown = set(row) - _CORPUS_FIELDS - _CORPUS_PASSTHROUGH
@@ -222,9 +234,7 @@ def _parse_passage(row: dict[str, Any], where: str, problems: list[str]) -> Pass
     title = row.get("title")
     if not isinstance(title, str):
         problems.append(f"{where}: 'title' must be a string (may be empty)")
-    tenant = row.get("tenant")
-    if tenant is not None and (not isinstance(tenant, str) or not tenant.strip()):
-        problems.append(f"{where}: 'tenant' must be a non-empty string when given")
+    tenant = _tenant(row, where, problems)
     if len(problems) > before or pid is None or text is None or not isinstance(title, str):
         return None
     return Passage(id=pid, title=title, text=text, tenant=tenant)
@@ -271,9 +281,7 @@ def _parse_question(row: dict[str, Any], where: str, problems: list[str]) -> Que
     split = row.get("split")
     if split is not None and split not in SPLITS:
         problems.append(f"{where}: 'split' must be 'train' or 'test' when given")
-    tenant = row.get("tenant")
-    if tenant is not None and (not isinstance(tenant, str) or not tenant.strip()):
-        problems.append(f"{where}: 'tenant' must be a non-empty string when given")
+    tenant = _tenant(row, where, problems)
     meta = row.get("meta", {})
     if not isinstance(meta, dict):
         problems.append(f"{where}: 'meta' must be a JSON object when given")
@@ -287,7 +295,7 @@ def _parse_question(row: dict[str, Any], where: str, problems: list[str]) -> Que
         kind=cast(Kind, kind),
         answer=cast("str | None", answer),
         split=cast("Split | None", split),
-        tenant=cast("str | None", tenant),
+        tenant=tenant,
         meta=cast(dict[str, Any], meta),
     )
 
@@ -435,6 +443,10 @@ def check_tenants(dataset: Dataset, default: str) -> None:
     tenant_of = {p.id: p.tenant or default for p in dataset.corpus}
     file = dataset.path / QUESTIONS_FILE if dataset.path is not None else QUESTIONS_FILE
     problems = []
+    if not TENANT.fullmatch(default):
+        problems.append(
+            f"the default tenant {default!r} is not 1-64 letters, digits, '_', '.', '-'"
+        )
     for q in dataset.questions:
         asked = q.tenant or default
         elsewhere = [g for g in q.gold_ids if tenant_of.get(g, asked) != asked]

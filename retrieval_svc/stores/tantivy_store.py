@@ -21,6 +21,7 @@ from pathlib import Path
 import tantivy
 
 from candor.files import fsync_dir
+from candor.runtime.validation import TENANT
 from retrieval_svc.stores import data_dir
 from retrieval_svc.stores.base import Chunk, Hit, StoredChunk
 from retrieval_svc.stores.data_dir import check_free_space
@@ -101,7 +102,9 @@ LEGACY_MARKER = "meta.json"
 def tenant_dir_name(tenant: str) -> str:
     """The tenant's index directory: its name (readable for an operator) and a hash of it, so
     that ``Acme`` and ``acme`` stay apart on a case-insensitive filesystem and ``..`` is no
-    path."""
+    path. A name the services would refuse is refused here too (it would be a path)."""
+    if not TENANT.fullmatch(tenant):
+        raise ValueError(f"not a tenant id: {tenant!r}")
     return f"{tenant}.{hashlib.sha256(tenant.encode()).hexdigest()[:12]}"
 
 
@@ -148,7 +151,7 @@ class TantivyKeywordStore:
         (path / TENANTS_DIR).mkdir(exist_ok=True)
         for tenant_path in sorted((path / TENANTS_DIR).iterdir()):
             tenant = tenant_path.name.rpartition(".")[0]
-            if tenant_dir_name(tenant) != tenant_path.name:
+            if not TENANT.fullmatch(tenant) or tenant_dir_name(tenant) != tenant_path.name:
                 continue  # not an index of ours
             # None: made for a first write that never committed.
             if (opened := self._tenant(tenant, create=False)) is not None:

@@ -245,3 +245,18 @@ def test_unreadable_inputs_are_problems_not_tracebacks(tmp_path: Path) -> None:
     assert len(err.value.problems) == 1 and "not UTF-8" in err.value.problems[0]
     with pytest.raises(DatasetFormatError, match="not a dataset directory"):
         load_dataset(tmp_path / "questions.jsonl")
+
+
+@pytest.mark.parametrize("tenant", ["a/b", "..", "Acme Corp", ""])
+def test_a_tenant_the_services_would_refuse_is_a_format_problem(
+    tmp_path: Path, tenant: str
+) -> None:
+    # It names the tenant's index directory on the embedded stores: "a/b" or ".." is a path.
+    _write(tmp_path / "corpus.jsonl", [{**CORPUS[0], "tenant": tenant}])
+    _write(tmp_path / "questions.jsonl", [{**QUESTIONS[0], "tenant": tenant}])
+    with pytest.raises(DatasetFormatError) as err:
+        load_dataset(tmp_path)
+    refused = "'tenant' must be 1-64 letters, digits, '_', '.', '-' when given"
+    assert [p for p in err.value.problems if p.endswith(refused)] == [
+        f"{tmp_path / name}:1: {refused}" for name in ("corpus.jsonl", "questions.jsonl")
+    ]

@@ -103,9 +103,21 @@ def test_reads_of_a_tenant_with_no_index_make_no_directory(tmp_path: Path) -> No
 
 
 def test_tenant_directories_keep_case_and_dots_apart() -> None:
-    names = {tenant_dir_name(t) for t in ("acme", "Acme", ".", "..", "a.b")}
-    assert len({n.lower() for n in names}) == 5
-    assert all(n not in (".", "..") and "/" not in n for n in names)
+    names = {tenant_dir_name(t) for t in ("acme", "Acme", "a.b", "a-b", "a_b", "a..")}
+    assert len({n.lower() for n in names}) == 6
+
+
+@pytest.mark.parametrize("tenant", ["", ".", "..", "../x", "a/b", "a b", "x" * 65])
+def test_a_name_the_services_refuse_is_no_directory(tmp_path: Path, tenant: str) -> None:
+    store = TantivyKeywordStore(tmp_path)
+    try:
+        with pytest.raises(ValueError, match="not a tenant id"):
+            store.replace(tenant, "d", [chunk(tenant, "d", 0)])
+        with pytest.raises(ValueError, match="not a tenant id"):
+            store.search(tenant, "text", 5)
+    finally:
+        store.close()
+    assert sorted(p.name for p in tmp_path.rglob("*")) == [TENANTS_DIR]
 
 
 def test_indexes_and_writers_close_past_their_limits_and_reopen(
