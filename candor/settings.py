@@ -94,6 +94,9 @@ class OpenSearchSettings:
     verify_certs: bool = True
     ca_certs: str = ""
     index: str = "candor-chunks"
+    index_per_tenant: bool = False
+    """One index per tenant (``<index>-tenant-<name>-<hash>``), so that a tenant's BM25
+    statistics, and so its keyword scores, are its own; off: one index holds every tenant."""
     timeout_seconds: float = 2.0
     """At most retrieval.arm_timeout_seconds: a slower request is abandoned by the arm anyway."""
 

@@ -12,8 +12,10 @@ The production twin of ``tantivy_store.TantivyKeywordStore``; same contract, sam
 * ``replace`` swaps a document's chunks; ``delete`` returns how many chunks went; ``inventory``
   lists every chunk of every tenant (``published`` is always true: the keyword arm has no staging).
 
-BM25 statistics (document frequency, average length) are per shard and span all tenants, so the
-index is created with a single shard: scores then do not depend on how documents were routed.
+BM25 statistics (document frequency, average length) are per shard, so every index is created
+with a single shard: scores then do not depend on how documents were routed. By default one index
+holds every tenant, whose statistics then span all tenants; with ``index_per_tenant`` each tenant
+has an index of its own (``tenant_index``), and its scores depend on its own documents only.
 Two differences from tantivy's BM25 are left. Lucene counts a field's documents, and their
 average length, over those with a term in that field, tantivy over all of them; so beside a chunk
 whose title holds no token, title matches score apart (tests/stores/test_keyword_parity.py). And
@@ -33,6 +35,7 @@ from typing import TYPE_CHECKING, Any, cast
 from opensearchpy import OpenSearch, helpers
 from opensearchpy.exceptions import RequestError, TransportError
 
+from candor.runtime.validation import TENANT
 from candor.settings import OpenSearchSettings
 from retrieval_svc.stores.base import Chunk, Hit, StoredChunk, StoreMissing, StoreReadOnly
 from retrieval_svc.stores.keyword_query import MAX_TOKEN_BYTES, query_words
@@ -196,6 +199,23 @@ def chunk_doc_id(tenant: str, chunk_id: str) -> str:
     return hashlib.sha1(f"{tenant}\x00{chunk_id}".encode()).hexdigest()
 
 
+#: Between ``opensearch.index`` and a tenant's name in the tenant's own index.
+TENANT_INFIX = "-tenant-"
+
+
+def tenant_index(prefix: str, tenant: str) -> str:
+    """The tenant's own index (``index_per_tenant``): lowercase, as OpenSearch requires, with a
+    hash of the exact name so that ``Acme`` and ``acme`` stay apart."""
+    if not TENANT.fullmatch(tenant):
+        raise ValueError(f"not a tenant id: {tenant!r}")
+    digest = hashlib.sha256(tenant.encode()).hexdigest()[:12]
+    return f"{prefix}{TENANT_INFIX}{tenant.lower()}-{digest}"
+
+
+def _index_missing(error: object) -> bool:
+    return isinstance(error, dict) and error.get("type") == "index_not_found_exception"
+
+
 def _http_auth(settings: OpenSearchSettings) -> tuple[str, str] | None:
     if not settings.username:
         return None
@@ -352,6 +372,9 @@ class OpenSearchKeywordStore:
 
     def __init__(self, settings: OpenSearchSettings, *, create: bool = True) -> None:
         self._index = settings.index
+        self._per_tenant = settings.index_per_tenant
+        # What reads over every tenant (count, inventory) and start-up's checks look at.
+        self._every = f"{self._index}{TENANT_INFIX}*" if self._per_tenant else self._index
         self._write_timeout = max(settings.timeout_seconds, _MIN_WRITE_TIMEOUT_SECONDS)
         self._client = OpenSearch(
             hosts=list(settings.hosts),
@@ -363,17 +386,39 @@ class OpenSearchKeywordStore:
             retry_on_timeout=False,
         )
         try:
-            if not create and not self._client.indices.exists(index=self._index):
-                raise StoreMissing(f"OpenSearch index {self._index!r} does not exist")
-            self._ensure_index()
+            if self._per_tenant:
+                self._open_tenant_indexes(create)
+            else:
+                if not create and not self._client.indices.exists(index=self._index):
+                    raise StoreMissing(f"OpenSearch index {self._index!r} does not exist")
+                self._ensure_index(self._index)
             self._warn_about_settings()
         except BaseException:
             self._client.close()
             raise
 
+    def _open_tenant_indexes(self, create: bool) -> None:
+        """Check every tenant's index as start-up checks the shared one. Chunks in the shared
+        index stop start-up: this layout would not read them, and the knowledge base would
+        look empty."""
+        if self._client.indices.exists(index=self._index):
+            held = int(cast(dict[str, Any], self._client.count(index=self._index))["count"])
+            if held:
+                raise OpenSearchMappingError(
+                    f"opensearch.index_per_tenant is on, but {self._index!r} holds {held} "
+                    "chunks of the shared layout, which it would not read. Copy them into "
+                    "per-tenant indexes (docs/operations.md, 'Keyword index per tenant'), or "
+                    "turn index_per_tenant off."
+                )
+        found = cast(dict[str, Any], self._client.indices.get(index=self._every))
+        if not create and not found:
+            raise StoreMissing(f"no OpenSearch index matches {self._every!r}")
+        for concrete in sorted(found):
+            self._check_index(concrete)
+
     def _warn_about_settings(self) -> None:
         """An index made elsewhere may have the right fields but other settings: say so."""
-        for concrete, body in sorted(self._client.indices.get(index=self._index).items()):
+        for concrete, body in sorted(self._client.indices.get(index=self._every).items()):
             shards = str(body.get("settings", {}).get("index", {}).get("number_of_shards", "1"))
             if shards != "1":
                 log.warning(
@@ -389,31 +434,34 @@ class OpenSearchKeywordStore:
                     extra={"index": concrete},
                 )
 
-    def _ensure_index(self) -> None:
-        if not self._client.indices.exists(index=self._index):
+    def _index_of(self, tenant: str) -> str:
+        return tenant_index(self._index, tenant) if self._per_tenant else self._index
+
+    def _ensure_index(self, index: str) -> None:
+        if not self._client.indices.exists(index=index):
             try:
                 self._client.indices.create(
-                    index=self._index,
+                    index=index,
                     body={"settings": INDEX_SETTINGS, "mappings": MAPPING},
                     request_timeout=self._write_timeout,
                 )
-                log.info("created OpenSearch index", extra={"index": self._index})
+                log.info("created OpenSearch index", extra={"index": index})
                 return
             except RequestError as exc:
                 # Another replica of the service created it first: check it like any other.
                 if exc.error != "resource_already_exists_exception":
                     raise
-        self._check_index()
+        self._check_index(index)
 
-    def _check_index(self) -> None:
-        found = cast(dict[str, Any], self._client.indices.get(index=self._index))
+    def _check_index(self, index: str) -> None:
+        found = cast(dict[str, Any], self._client.indices.get(index=index))
         if len(found) > 1:
             # Each index would count its own BM25 statistics, a write would go to one (or, with
             # no write index, fail) and get() by id could not say which copy it means: mget
             # answered "not found" for every chunk, and a failed write's clean-up then discarded
             # staged dense chunks the keyword store held.
             raise OpenSearchMappingError(
-                f"opensearch.index {self._index!r} names {len(found)} indices "
+                f"opensearch.index {index!r} names {len(found)} indices "
                 f"({', '.join(sorted(found))}): the keyword arm needs exactly one. Point the "
                 "alias at one index (move it from the old index to the new one in a single "
                 "_aliases request), or opensearch.index at the index itself."
@@ -422,7 +470,7 @@ class OpenSearchKeywordStore:
         for concrete, body in sorted(found.items()):
             properties = body.get("mappings", {}).get("properties", {})
             settings = body.get("settings", {}).get("index", {})
-            where = "" if concrete == self._index else f"[{concrete}] "
+            where = "" if concrete == index else f"[{concrete}] "
             differences = [
                 *mapping_differences(properties),
                 *analysis_differences(settings),
@@ -432,7 +480,7 @@ class OpenSearchKeywordStore:
         if problems:
             # An index made before the analyzer matched tantivy's (analyzer=english) lands here.
             raise OpenSearchMappingError(
-                f"OpenSearch index {self._index!r} exists with a mapping, analysis or similarity "
+                f"OpenSearch index {index!r} exists with a mapping, analysis or similarity "
                 f"the keyword arm cannot use: {'; '.join(problems)}. Its chunks must be indexed "
                 "again, into an index candor creates: see docs/operations.md, 'Reindex the "
                 "OpenSearch index' (create it under a new name, copy the chunks with _reindex, "
@@ -458,7 +506,6 @@ class OpenSearchKeywordStore:
         # which tenant becomes analysed text: "acme" would then match "Acme-Corp". Every write
         # first checks the index is there with candor's mapping (recreating it if it was deleted
         # behind our back, refusing a wrong one), like start-up does.
-        self._ensure_index()
         latest: dict[tuple[str, str], Sequence[Chunk]] = {}
         for tenant, document_id, chunks in documents:
             for c in chunks:
@@ -468,19 +515,24 @@ class OpenSearchKeywordStore:
                         f"not {tenant!r}/{document_id!r}"
                     )
             latest[(tenant, document_id)] = chunks  # a repeated document: the last one wins
-        if not latest:
-            return
-        try:
-            self._replace(latest)
-        except TransportError as exc:
-            _raise_if_blocked(exc)
-            raise
+        by_index: dict[str, dict[tuple[str, str], Sequence[Chunk]]] = {}
+        for (tenant, document_id), chunks in latest.items():
+            by_index.setdefault(self._index_of(tenant), {})[(tenant, document_id)] = chunks
+        for index, batch in by_index.items():
+            self._ensure_index(index)
+            try:
+                self._replace(index, batch)
+            except TransportError as exc:
+                _raise_if_blocked(exc)
+                raise
 
-    def _replace(self, latest: Mapping[tuple[str, str], Sequence[Chunk]]) -> None:
+    def _replace(self, index: str, latest: Mapping[tuple[str, str], Sequence[Chunk]]) -> None:
         new = [c for chunks in latest.values() for c in chunks]
         ids = [chunk_doc_id(c.tenant, c.chunk_id) for c in new]
         for start in range(0, len(new), _BULK_BATCH):
-            self._bulk_index(new[start : start + _BULK_BATCH], ids[start : start + _BULK_BATCH])
+            self._bulk_index(
+                index, new[start : start + _BULK_BATCH], ids[start : start + _BULK_BATCH]
+            )
         keys = list(latest)
         for start in range(0, len(keys), _DELETE_BATCH):
             stale: dict[str, Any] = {
@@ -493,19 +545,19 @@ class OpenSearchKeywordStore:
             if ids:  # a new chunk is never stale, whichever document of the batch it is in
                 stale["must_not"] = [{"ids": {"values": ids}}]
             response = self._client.delete_by_query(
-                index=self._index,
+                index=index,
                 body={"query": {"bool": stale}},
                 conflicts="proceed",
                 request_timeout=self._write_timeout,
             )
             check_deleted_all(cast(dict[str, Any], response), "an old version's chunks")
         # delete_by_query only refreshes when it deleted something; the new chunks need it too.
-        self._client.indices.refresh(index=self._index, request_timeout=self._write_timeout)
+        self._client.indices.refresh(index=index, request_timeout=self._write_timeout)
 
-    def _bulk_index(self, chunks: Sequence[Chunk], ids: Sequence[str]) -> None:
+    def _bulk_index(self, index: str, chunks: Sequence[Chunk], ids: Sequence[str]) -> None:
         body: list[dict[str, Any]] = []
         for c, doc_id in zip(chunks, ids, strict=True):
-            body.append({"index": {"_index": self._index, "_id": doc_id}})
+            body.append({"index": {"_index": index, "_id": doc_id}})
             body.append(_chunk_source(c))
         response = cast(
             dict[str, Any],
@@ -528,11 +580,14 @@ class OpenSearchKeywordStore:
             )
 
     def delete(self, tenant: str, document_id: str) -> int:
+        index = self._index_of(tenant)
         try:
             response = cast(
                 dict[str, Any],
                 self._client.delete_by_query(
-                    index=self._index,
+                    index=index,
+                    # A tenant with no index of its own yet has nothing to delete.
+                    ignore_unavailable=self._per_tenant,
                     body={"query": {"bool": {"filter": _document_filter(tenant, document_id)}}},
                     conflicts="proceed",
                     refresh=True,
@@ -543,15 +598,15 @@ class OpenSearchKeywordStore:
             _raise_if_blocked(exc)
             # At the flood stage delete-by-query is retried inside OpenSearch past our timeout:
             # the block is only in the index's settings.
-            self._raise_if_index_blocked(exc)
+            self._raise_if_index_blocked(index, exc)
             raise
         check_deleted_all(response, f"document {document_id!r}")
         return int(response.get("deleted", 0))
 
-    def _raise_if_index_blocked(self, exc: TransportError) -> None:
+    def _raise_if_index_blocked(self, index: str, exc: TransportError) -> None:
         try:
             settings = self._client.indices.get_settings(
-                index=self._index, params={"filter_path": "*.settings.index.blocks"}
+                index=index, params={"filter_path": "*.settings.index.blocks"}
             )
         except TransportError:
             return  # the original error says more
@@ -582,7 +637,12 @@ class OpenSearchKeywordStore:
                 }
             },
         }
-        response = cast(dict[str, Any], self._client.search(index=self._index, body=body))
+        response = cast(
+            dict[str, Any],
+            self._client.search(
+                index=self._index_of(tenant), body=body, ignore_unavailable=self._per_tenant
+            ),
+        )
         hits: list[Hit] = []
         for h in response["hits"]["hits"]:
             if (c := _chunk(h["_source"], h["_id"])) is not None:
@@ -609,10 +669,11 @@ class OpenSearchKeywordStore:
         ids = sorted(set(chunk_ids))
         if not ids:
             return []
+        index = self._index_of(tenant)
         response = cast(
             dict[str, Any],
             self._client.mget(
-                index=self._index,
+                index=index,
                 body={"ids": [chunk_doc_id(tenant, i) for i in ids]},
                 _source_includes=fields,
             ),
@@ -620,10 +681,12 @@ class OpenSearchKeywordStore:
         # An item that could not be read is no "not found": callers act on absence (a failed
         # write's clean-up discards the staged dense chunks of a document not found here).
         failed = [d for d in response["docs"] if "error" in d]
+        if failed and self._per_tenant and all(_index_missing(d["error"]) for d in failed):
+            return []  # the tenant has no index yet: it holds nothing
         if failed:
             raise OpenSearchReadError(
                 f"OpenSearch could not read {len(failed)} of {len(ids)} chunks from "
-                f"{self._index!r}; first: {failed[0]['error']}"
+                f"{index!r}; first: {failed[0]['error']}"
             )
         return list(response["docs"])
 
@@ -650,7 +713,7 @@ class OpenSearchKeywordStore:
         # Scroll in index order (no sorting, no scoring); the helper clears the scroll context.
         hits = helpers.scan(
             self._client,
-            index=self._index,
+            index=self._every,
             query={"query": {"match_all": {}}, "_source": fields},
             size=_SCROLL_PAGE,
             scroll="2m",
@@ -661,7 +724,7 @@ class OpenSearchKeywordStore:
 
     def count(self) -> int:
         """Chunks held (all tenants)."""
-        response = cast(dict[str, Any], self._client.count(index=self._index))
+        response = cast(dict[str, Any], self._client.count(index=self._every))
         return int(response["count"])
 
     def close(self) -> None:

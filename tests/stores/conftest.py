@@ -32,7 +32,7 @@ DIM = 8
 """Dense suites use small hand-made vectors (no model): one axis per vocabulary word."""
 
 DENSE_BACKENDS = ["edge", "qdrant"]
-KEYWORD_BACKENDS = ["tantivy", "opensearch"]
+KEYWORD_BACKENDS = ["tantivy", "opensearch", "opensearch-tenants"]
 # The OpenSearch node is a session fixture in tests/opensearch_node_fixture.py.
 # Index names from ``Backend.new()`` are lowercase, unique per test and valid OpenSearch names.
 
@@ -115,13 +115,17 @@ def keyword_backend(
         backend: Backend[KeywordStore] = Backend(
             name, lambda loc: TantivyKeywordStore(tmp_path / loc)
         )
-    elif name == "opensearch":
+    elif name in ("opensearch", "opensearch-tenants"):
         from candor.settings import OpenSearchSettings
         from retrieval_svc.stores.opensearch_store import OpenSearchKeywordStore
 
         url: str = request.getfixturevalue("opensearch_url")
+        per_tenant = name == "opensearch-tenants"
         backend = Backend(
-            name, lambda loc: OpenSearchKeywordStore(OpenSearchSettings(hosts=(url,), index=loc))
+            name,
+            lambda loc: OpenSearchKeywordStore(
+                OpenSearchSettings(hosts=(url,), index=loc, index_per_tenant=per_tenant)
+            ),
         )
     else:  # pragma: no cover - a name added to KEYWORD_BACKENDS without a branch
         raise ValueError(f"no keyword backend fixture for {name!r}")

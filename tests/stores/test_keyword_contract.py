@@ -230,8 +230,9 @@ def test_one_tenants_documents_do_not_move_anothers_scores(
     known_bug(
         request,
         keyword_backend,
-        opensearch="known limitation: one OpenSearch index holds every tenant, so BM25's "
-        "statistics are every tenant's (README, 'How the knowledge base stays consistent')",
+        opensearch="known limitation of the shared index (index_per_tenant off, the "
+        "default): BM25's statistics are every tenant's (README, 'Tenants and keyword "
+        "statistics')",
     )
     keyword_store = keyword_backend.new()
     keyword_store.replace("t", "doc", [chunk("t", "doc", 0, text="quokka habitat notes")])

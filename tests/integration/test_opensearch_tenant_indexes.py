@@ -1,0 +1,163 @@
+"""opensearch.index_per_tenant against a real OpenSearch node: each tenant's chunks in an index
+of its own, created on its first write with candor's mapping and checked like the shared one.
+
+The KeywordStore contract runs against this layout too (``opensearch-tenants`` in
+tests/stores/conftest.py), including "one tenant's documents do not move another's scores"."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from opensearchpy import OpenSearch
+
+from candor.settings import OpenSearchSettings
+from retrieval_svc.stores.base import StoreMissing
+from retrieval_svc.stores.opensearch_store import (
+    INDEX_SETTINGS,
+    MAPPING,
+    TENANT_INFIX,
+    OpenSearchKeywordStore,
+    OpenSearchMappingError,
+    tenant_index,
+)
+from tests.stores.conftest import chunk
+
+pytestmark = [pytest.mark.opensearch, pytest.mark.timeout(300)]
+
+Opener = Callable[..., OpenSearchKeywordStore]
+
+
+@pytest.fixture
+def client(opensearch_url: str) -> Iterator[OpenSearch]:
+    c = OpenSearch(hosts=[opensearch_url], timeout=30)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def prefix(client: OpenSearch) -> Iterator[str]:
+    name = f"candor-pt-{uuid.uuid4().hex[:12]}"
+    yield name
+    client.indices.delete(index=f"{name},{name}{TENANT_INFIX}*", ignore_unavailable=True)
+
+
+@pytest.fixture
+def open_store(opensearch_url: str, prefix: str) -> Iterator[Opener]:
+    opened: list[OpenSearchKeywordStore] = []
+
+    def open_(*, per_tenant: bool = True, create: bool = True) -> OpenSearchKeywordStore:
+        settings = OpenSearchSettings(
+            hosts=(opensearch_url,), index=prefix, index_per_tenant=per_tenant, timeout_seconds=10
+        )
+        store = OpenSearchKeywordStore(settings, create=create)
+        opened.append(store)
+        return store
+
+    yield open_
+    for s in opened:
+        s.close()
+
+
+def _indices(client: OpenSearch, prefix: str) -> list[str]:
+    return sorted(client.indices.get(index=f"{prefix}*"))
+
+
+def test_each_tenant_writes_to_an_index_of_its_own_made_on_its_first_write(
+    open_store: Opener, client: OpenSearch, prefix: str
+) -> None:
+    store = open_store()
+    assert _indices(client, prefix) == [], "opening makes no index"
+    assert store.search("acme", "parcel", 5) == []
+    assert store.get("acme", ["d#p0c0"]) == []
+    assert store.holds("acme", [("d#p0c0", "g1")]) == set()
+    assert store.delete("acme", "d") == 0
+    assert store.count() == 0 and store.inventory() == []
+    assert _indices(client, prefix) == [], "reads and deletes make no index"
+
+    for tenant in ("acme", "Acme"):
+        store.replace(tenant, "d", [chunk(tenant, "d", 0, text=f"parcel for {tenant}")])
+
+    assert _indices(client, prefix) == sorted(
+        [tenant_index(prefix, "acme"), tenant_index(prefix, "Acme")]
+    )
+    body = client.indices.get(index=tenant_index(prefix, "Acme"))[tenant_index(prefix, "Acme")]
+    assert body["mappings"]["properties"]["text"]["analyzer"] == "candor_en_stem"
+    assert body["settings"]["index"]["number_of_shards"] == "1"
+    assert [h.chunk.text for h in store.search("Acme", "parcel", 5)] == ["parcel for Acme"]
+    assert store.count() == 2
+    assert {(c.tenant, c.document_id) for c in store.inventory()} == {("acme", "d"), ("Acme", "d")}
+    assert store.delete("acme", "d") == 1
+    assert store.count() == 1
+
+    # Opened again (another pod, or to be read by `candor verify`), it finds them all.
+    again = open_store(create=False)
+    assert again.count() == 1
+    assert [h.chunk.tenant for h in again.search("Acme", "parcel", 5)] == ["Acme"]
+
+
+def test_a_store_opened_to_be_read_with_no_tenant_index_is_missing(
+    open_store: Opener, client: OpenSearch, prefix: str
+) -> None:
+    with pytest.raises(StoreMissing, match=prefix):
+        open_store(create=False)
+    assert _indices(client, prefix) == []
+
+
+def test_chunks_left_in_the_shared_index_stop_start_up(
+    open_store: Opener, client: OpenSearch, prefix: str
+) -> None:
+    shared = open_store(per_tenant=False)
+    shared.replace("acme", "d", [chunk("acme", "d", 0, text="parcel")])
+
+    # The per-tenant layout would not read them: the knowledge base would look empty.
+    with pytest.raises(OpenSearchMappingError, match=r"holds 1 chunks.*index_per_tenant"):
+        open_store()
+
+    shared.delete("acme", "d")
+    open_store()  # an emptied shared index is no obstacle
+
+
+def test_a_tenant_index_with_another_mapping_stops_start_up(
+    open_store: Opener, client: OpenSearch, prefix: str
+) -> None:
+    mapping: dict[str, Any] = {
+        **MAPPING,
+        "properties": {**MAPPING["properties"], "text": {"type": "text", "analyzer": "english"}},
+    }
+    client.indices.create(
+        index=tenant_index(prefix, "acme"), body={"settings": INDEX_SETTINGS, "mappings": mapping}
+    )
+    with pytest.raises(OpenSearchMappingError, match=r"text: expected text \(analyzer="):
+        open_store()
+
+
+def test_the_documented_move_from_the_shared_index_keeps_every_chunk(
+    open_store: Opener, client: OpenSearch, prefix: str
+) -> None:
+    # docs/operations.md, "Keyword index per tenant": create each tenant's index, _reindex its
+    # chunks into it, delete the shared index, turn index_per_tenant on.
+    shared = open_store(per_tenant=False)
+    for tenant, texts in {"acme": ["parcel label", "refund"], "Acme": ["parcel"]}.items():
+        for i, text in enumerate(texts):
+            shared.replace(tenant, f"d{i}", [chunk(tenant, f"d{i}", 0, text=text)])
+    before = {t: shared.search(t, "parcel", 5) for t in ("acme", "Acme")}
+    aggs = {"t": {"terms": {"field": "tenant", "size": 10000}}}
+    listed = client.search(index=prefix, body={"size": 0, "aggs": aggs})
+    tenants = sorted(b["key"] for b in listed["aggregations"]["t"]["buckets"])
+    assert tenants == ["Acme", "acme"]
+    for tenant in tenants:
+        name = tenant_index(prefix, tenant)
+        client.indices.create(index=name, body={"settings": INDEX_SETTINGS, "mappings": MAPPING})
+        source = {"index": prefix, "query": {"term": {"tenant": tenant}}}
+        client.reindex(body={"source": source, "dest": {"index": name}}, refresh=True)
+    client.indices.delete(index=prefix)
+
+    moved = open_store()
+    assert moved.count() == 3
+    for tenant, hits in before.items():
+        assert [h.chunk for h in moved.search(tenant, "parcel", 5)] == [h.chunk for h in hits]
+    # Scored on acme's statistics now: "parcel" is in 1 of its 2 chunks, not 2 of all 3.
+    assert moved.search("acme", "parcel", 5)[0].score != pytest.approx(before["acme"][0].score)
