@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from opensearchpy import OpenSearch, helpers
-from opensearchpy.exceptions import RequestError, TransportError
+from opensearchpy.exceptions import NotFoundError, RequestError, TransportError
 
 from candor.runtime.validation import TENANT
 from candor.settings import OpenSearchSettings
@@ -212,8 +212,11 @@ def tenant_index(prefix: str, tenant: str) -> str:
     return f"{prefix}{TENANT_INFIX}{tenant.lower()}-{digest}"
 
 
+_NO_INDEX = "index_not_found_exception"
+
+
 def _index_missing(error: object) -> bool:
-    return isinstance(error, dict) and error.get("type") == "index_not_found_exception"
+    return isinstance(error, dict) and error.get("type") == _NO_INDEX
 
 
 def _http_auth(settings: OpenSearchSettings) -> tuple[str, str] | None:
@@ -392,7 +395,7 @@ class OpenSearchKeywordStore:
                 if not create and not self._client.indices.exists(index=self._index):
                     raise StoreMissing(f"OpenSearch index {self._index!r} does not exist")
                 self._ensure_index(self._index)
-            self._warn_about_settings()
+                self._warn_about_settings(self._indices(self._index))
         except BaseException:
             self._client.close()
             raise
@@ -410,15 +413,25 @@ class OpenSearchKeywordStore:
                     "per-tenant indexes (docs/operations.md, 'Keyword index per tenant'), or "
                     "turn index_per_tenant off."
                 )
-        found = cast(dict[str, Any], self._client.indices.get(index=self._every))
+        # One request for every tenant's index, not one each: a start-up with thousands of
+        # tenants must not be thousands of round trips.
+        found = self._indices(self._every)
         if not create and not found:
             raise StoreMissing(f"no OpenSearch index matches {self._every!r}")
-        for concrete in sorted(found):
-            self._check_index(concrete)
+        for concrete, body in sorted(found.items()):
+            self._check_found(concrete, {concrete: body})
+        self._warn_about_settings(found)
 
-    def _warn_about_settings(self) -> None:
+    def _indices(self, pattern: str) -> dict[str, Any]:
+        """What OpenSearch says about the indices ``pattern`` names (mappings and settings)."""
+        return cast(
+            dict[str, Any],
+            self._client.indices.get(index=pattern, request_timeout=self._write_timeout),
+        )
+
+    def _warn_about_settings(self, found: Mapping[str, Any]) -> None:
         """An index made elsewhere may have the right fields but other settings: say so."""
-        for concrete, body in sorted(self._client.indices.get(index=self._every).items()):
+        for concrete, body in sorted(found.items()):
             shards = str(body.get("settings", {}).get("index", {}).get("number_of_shards", "1"))
             if shards != "1":
                 log.warning(
@@ -448,13 +461,21 @@ class OpenSearchKeywordStore:
                 log.info("created OpenSearch index", extra={"index": index})
                 return
             except RequestError as exc:
+                if "max_shards_per_node" in str(exc.info) or "maximum shards open" in str(exc.info):
+                    raise OpenSearchWriteError(
+                        f"OpenSearch refused to create {index!r}: the cluster is at its shard "
+                        "limit (cluster.max_shards_per_node). With opensearch.index_per_tenant "
+                        "every tenant needs a shard (and one per replica): raise the limit, add "
+                        f"data nodes, or share one index. OpenSearch said: {exc.info}"
+                    ) from exc
                 # Another replica of the service created it first: check it like any other.
                 if exc.error != "resource_already_exists_exception":
                     raise
-        self._check_index(index)
+        self._check_found(index, self._indices(index))
 
-    def _check_index(self, index: str) -> None:
-        found = cast(dict[str, Any], self._client.indices.get(index=index))
+    def _check_found(self, index: str, found: Mapping[str, Any]) -> None:
+        """Refuse ``index`` (what ``found`` says of it) unless it is one index with candor's
+        mapping, analysis and similarity."""
         if len(found) > 1:
             # Each index would count its own BM25 statistics, a write would go to one (or, with
             # no write index, fail) and get() by id could not say which copy it means: mget
@@ -586,14 +607,16 @@ class OpenSearchKeywordStore:
                 dict[str, Any],
                 self._client.delete_by_query(
                     index=index,
-                    # A tenant with no index of its own yet has nothing to delete.
-                    ignore_unavailable=self._per_tenant,
                     body={"query": {"bool": {"filter": _document_filter(tenant, document_id)}}},
                     conflicts="proceed",
                     refresh=True,
                     request_timeout=self._write_timeout,
                 ),
             )
+        except NotFoundError as exc:
+            if self._per_tenant and exc.error == _NO_INDEX:
+                return 0  # the tenant has no index of its own yet: nothing to delete
+            raise
         except TransportError as exc:
             _raise_if_blocked(exc)
             # At the flood stage delete-by-query is retried inside OpenSearch past our timeout:
@@ -637,12 +660,16 @@ class OpenSearchKeywordStore:
                 }
             },
         }
-        response = cast(
-            dict[str, Any],
-            self._client.search(
-                index=self._index_of(tenant), body=body, ignore_unavailable=self._per_tenant
-            ),
-        )
+        try:
+            response = cast(
+                dict[str, Any], self._client.search(index=self._index_of(tenant), body=body)
+            )
+        except NotFoundError as exc:
+            # Only a missing index: a closed one (ignore_unavailable would skip it too) is a
+            # failing arm, not a tenant with nothing.
+            if self._per_tenant and exc.error == _NO_INDEX:
+                return []
+            raise
         hits: list[Hit] = []
         for h in response["hits"]["hits"]:
             if (c := _chunk(h["_source"], h["_id"])) is not None:

@@ -10,6 +10,7 @@ store's directory; a store written before this layout is split into it when firs
 from __future__ import annotations
 
 import errno
+import gc
 import hashlib
 import logging
 import shutil
@@ -111,13 +112,25 @@ def tenant_dir_name(tenant: str) -> str:
 class _Tenant:
     """One tenant's index, and its writer while it has one."""
 
-    def __init__(self, path: Path, schema: tantivy.Schema) -> None:
+    def __init__(self, tenant: str, path: Path, schema: tantivy.Schema) -> None:
         self.path = path
-        self.index = tantivy.Index(schema, path=str(path), reuse=True)
+        try:
+            self.index = tantivy.Index(schema, path=str(path), reuse=True)
+        except ValueError as exc:
+            # tantivy names the file only: with an index per tenant, say which one.
+            raise ValueError(f"the keyword index of tenant {tenant!r} ({path}): {exc}") from exc
         self.writer: tantivy.IndexWriter | None = None
 
     def new_writer(self) -> tantivy.IndexWriter:
-        self.writer = self.index.writer(heap_size=50_000_000, num_threads=1)
+        try:
+            self.writer = self.index.writer(heap_size=50_000_000, num_threads=1)
+        except ValueError as exc:
+            if "LockBusy" not in str(exc):
+                raise
+            # A writer dropped after a failed rollback may still be held by that write's
+            # traceback (a reference cycle), and with it the directory's lock.
+            gc.collect()
+            self.writer = self.index.writer(heap_size=50_000_000, num_threads=1)
         return self.writer
 
     def close_writer(self) -> None:
@@ -147,7 +160,7 @@ class TantivyKeywordStore:
         self._open: OrderedDict[str, _Tenant] = OrderedDict()
         self._counts: dict[str, int] = {}
         if (path / LEGACY_MARKER).exists():
-            migrate_to_tenant_indexes(path, self._schema)
+            migrate_to_tenant_indexes(path, self._schema, min_free_bytes)
         (path / TENANTS_DIR).mkdir(exist_ok=True)
         for tenant_path in sorted((path / TENANTS_DIR).iterdir()):
             tenant = tenant_path.name.rpartition(".")[0]
@@ -168,7 +181,7 @@ class TantivyKeywordStore:
             if not create and not (where / LEGACY_MARKER).exists():
                 return None
             where.mkdir(exist_ok=True)
-            opened = self._open[tenant] = _Tenant(where, self._schema)
+            opened = self._open[tenant] = _Tenant(tenant, where, self._schema)
             idle = [t for t, o in self._open.items() if o.writer is None and t != tenant]
             for t in idle[: max(0, len(self._open) - OPEN_INDEXES)]:
                 del self._open[t]
@@ -224,11 +237,17 @@ class TantivyKeywordStore:
         writer = t.writer
         try:
             writer.rollback()
-        except Exception:
-            log.exception("tantivy rollback failed; opening a new index writer")
-            del writer
-            t.writer = None  # the old writer holds the directory lock until it is dropped
-            writer = t.new_writer()
+        except Exception as exc:
+            # The caller's frames still hold this writer, and with it the directory's lock:
+            # a new one opened here would fail with LockBusy and hide the error. The next
+            # write opens one, once the failed write's references are gone (a logged
+            # traceback would keep them, hence repr).
+            log.error(
+                "tantivy rollback failed; the next write opens a new index writer",
+                extra={"error": repr(exc), "path": str(t.path)},
+            )
+            t.writer = None
+            return
         try:
             writer.garbage_collect_files()
         except Exception as exc:  # a full disk: even the list of files cannot be rewritten
@@ -353,48 +372,93 @@ class TantivyKeywordStore:
                 t.close_writer()
 
 
-def migrate_to_tenant_indexes(path: Path, schema: tantivy.Schema) -> None:
+SPLIT_FROM = ".split-from"
+"""In ``tenants/``: the SHA-256 of the ``meta.json`` of the shared index it was split from."""
+
+
+def migrate_to_tenant_indexes(path: Path, schema: tantivy.Schema, min_free_bytes: int = 0) -> None:
     """Split the one index at ``path`` (the layout before one index per tenant) into
     ``path/tenants/``, then remove it.
 
     Built under a temporary name and renamed into place, so a crash part-way leaves the old
-    index as it was and the next start begins again; once the rename has happened the old
-    index's files are only left to delete. Needs as much free disk again as the old index.
+    index as it was and the next start begins again. ``tenants/`` records which index it was
+    split from: a start that finds that same index beside it (a crash after the rename) only
+    removes it, and one that finds another (an earlier candor, run after the split, wrote a
+    new one) stops rather than delete what it holds. Needs as much free disk again as the old
+    index.
     """
     tenants_dir, building = path / TENANTS_DIR, path / (TENANTS_DIR + ".migrating")
-    if not tenants_dir.exists():
-        shutil.rmtree(building, ignore_errors=True)
-        building.mkdir()
-        old = tantivy.Index(schema, path=str(path), reuse=True)
-        searcher = old.searcher()
-        moved = 0
-        # A deleted document's tenant term outlives it until its segment merges: such a
-        # tenant's query finds nothing and gets no index.
-        for tenant, _ in searcher.terms_with_prefix("tenant", ""):
-            owned = tantivy.Query.term_query(schema, "tenant", tenant)
-            total = int(searcher.search(owned, 1).count)  # type: ignore[attr-defined]
-            if not total:
-                continue
-            where = building / tenant_dir_name(tenant)
-            where.mkdir()
-            new = tantivy.Index(schema, path=str(where))
-            writer = new.writer(heap_size=50_000_000, num_threads=1)
-            for start in range(0, total, MIGRATION_PAGE):
-                for _, address in searcher.search(owned, MIGRATION_PAGE, offset=start).hits:
-                    writer.add_document(_document(_chunk(searcher.doc(address))))
-            writer.commit()
-            writer.wait_merging_threads()
-            moved += total
-        del searcher, old
-        fsync_dir(building)
-        building.rename(tenants_dir)
-        fsync_dir(path)
+    legacy = hashlib.sha256((path / LEGACY_MARKER).read_bytes()).hexdigest()
+    if tenants_dir.exists():
+        recorded = tenants_dir / SPLIT_FROM
+        split_from = recorded.read_text().strip() if recorded.exists() else ""
+        if split_from != legacy and _live_documents(path, schema):
+            raise RuntimeError(
+                f"{path} holds a shared keyword index beside the per-tenant indexes in "
+                f"{tenants_dir}, and it is not the one they were split from: an earlier "
+                "candor wrote it after the split (a rollback). Its documents are not read. "
+                "Re-ingest them (candor reindex) after moving it aside: move every file "
+                f"directly in {path} except {data_dir.LOCK_NAME} to a backup directory."
+            )
+    else:
+        old_size = sum(f.stat().st_size for f in path.iterdir() if f.is_file())
+        check_free_space(path, max(min_free_bytes, 1), write_bytes=old_size)
+        try:
+            moved = _split(path, building, schema)
+            (building / SPLIT_FROM).write_text(legacy + "\n")
+            fsync_dir(building)
+            building.rename(tenants_dir)
+            fsync_dir(path)
+        except BaseException:
+            shutil.rmtree(building, ignore_errors=True)  # a full disk: give its space back
+            raise
         log.info(
             "split the keyword index into one index per tenant",
             extra={"path": str(path), "chunks": moved},
         )
-    # The marker goes first: with it gone, nothing reads what is left as an index.
-    (path / LEGACY_MARKER).unlink(missing_ok=True)
+    # The marker goes last: until it is gone, the next start knows there is more to remove.
     for leftover in path.iterdir():
-        if leftover.is_file() and leftover.name != data_dir.LOCK_NAME:
+        if leftover.is_file() and leftover.name not in (data_dir.LOCK_NAME, LEGACY_MARKER):
             leftover.unlink()
+    (path / LEGACY_MARKER).unlink()
+    fsync_dir(path)
+
+
+def _live_documents(path: Path, schema: tantivy.Schema) -> int:
+    return int(tantivy.Index(schema, path=str(path), reuse=True).searcher().num_docs)
+
+
+def _split(path: Path, building: Path, schema: tantivy.Schema) -> int:
+    """Copy each tenant's documents from the index at ``path`` into its own index under
+    ``building``; the number copied."""
+    shutil.rmtree(building, ignore_errors=True)
+    building.mkdir()
+    old = tantivy.Index(schema, path=str(path), reuse=True)
+    searcher = old.searcher()
+    moved = 0
+    # A deleted document's tenant term outlives it until its segment merges: such a tenant's
+    # query finds nothing and gets no index.
+    for tenant, _ in searcher.terms_with_prefix("tenant", ""):
+        owned = tantivy.Query.term_query(schema, "tenant", tenant)
+        total = int(searcher.search(owned, 1).count)  # type: ignore[attr-defined]
+        if not total:
+            continue
+        if not TENANT.fullmatch(tenant):
+            # Written before tenant ids were checked as they are now: no request could reach
+            # them, and they have no directory name.
+            log.error(
+                "not splitting the documents of a tenant id the services refuse",
+                extra={"tenant": tenant, "chunks": total},
+            )
+            continue
+        where = building / tenant_dir_name(tenant)
+        where.mkdir()
+        new = tantivy.Index(schema, path=str(where))
+        writer = new.writer(heap_size=50_000_000, num_threads=1)
+        for start in range(0, total, MIGRATION_PAGE):
+            for _, address in searcher.search(owned, MIGRATION_PAGE, offset=start).hits:
+                writer.add_document(_document(_chunk(searcher.doc(address))))
+        writer.commit()
+        writer.wait_merging_threads()
+        moved += total
+    return moved

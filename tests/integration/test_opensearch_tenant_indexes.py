@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from opensearchpy import OpenSearch
+from opensearchpy.exceptions import TransportError
 
 from candor.settings import OpenSearchSettings
 from retrieval_svc.stores.base import StoreMissing
@@ -21,6 +22,7 @@ from retrieval_svc.stores.opensearch_store import (
     TENANT_INFIX,
     OpenSearchKeywordStore,
     OpenSearchMappingError,
+    OpenSearchWriteError,
     tenant_index,
 )
 from tests.stores.conftest import chunk
@@ -161,3 +163,35 @@ def test_the_documented_move_from_the_shared_index_keeps_every_chunk(
         assert [h.chunk for h in moved.search(tenant, "parcel", 5)] == [h.chunk for h in hits]
     # Scored on acme's statistics now: "parcel" is in 1 of its 2 chunks, not 2 of all 3.
     assert moved.search("acme", "parcel", 5)[0].score != pytest.approx(before["acme"][0].score)
+
+
+def test_a_closed_tenant_index_fails_the_arm_rather_than_read_as_empty(
+    open_store: Opener, client: OpenSearch, prefix: str
+) -> None:
+    store = open_store()
+    store.replace("acme", "d", [chunk("acme", "d", 0, text="parcel")])
+    client.indices.close(index=tenant_index(prefix, "acme"))
+    try:
+        # "Nothing here" would be a refusal for a knowledge base that holds the answer, and a
+        # delete counting 0 would leave the chunks to come back when the index reopens.
+        with pytest.raises(TransportError):
+            store.search("acme", "parcel", 5)
+        with pytest.raises(TransportError):
+            store.delete("acme", "d")
+    finally:
+        client.indices.open(index=tenant_index(prefix, "acme"))
+    assert store.delete("acme", "d") == 1
+
+
+def test_a_cluster_at_its_shard_limit_is_named_when_a_tenant_index_cannot_be_made(
+    open_store: Opener, client: OpenSearch
+) -> None:
+    store = open_store()
+    client.cluster.put_settings(body={"transient": {"cluster.max_shards_per_node": 1}})
+    try:
+        with pytest.raises(OpenSearchWriteError, match=r"shard limit.*max_shards_per_node"):
+            store.replace("acme", "d", [chunk("acme", "d", 0, text="parcel")])
+    finally:
+        client.cluster.put_settings(body={"transient": {"cluster.max_shards_per_node": None}})
+    store.replace("acme", "d", [chunk("acme", "d", 0, text="parcel")])
+    assert store.count() == 1

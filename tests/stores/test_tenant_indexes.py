@@ -13,8 +13,9 @@ import tantivy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retrieval_svc.stores import tantivy_store
+from retrieval_svc.stores import data_dir, tantivy_store
 from retrieval_svc.stores.base import Hit
+from retrieval_svc.stores.data_dir import LowDiskSpace
 from retrieval_svc.stores.tantivy_store import (
     LEGACY_MARKER,
     TENANTS_DIR,
@@ -200,7 +201,7 @@ def test_a_shared_index_is_split_per_tenant_when_opened(
         store.close()
     left = sorted(p.name for p in tmp_path.iterdir())
     assert left == [".candor.lock", TENANTS_DIR], "the old index's files are gone"
-    assert sorted(p.name for p in (tmp_path / TENANTS_DIR).iterdir()) == sorted(
+    assert sorted(p.name for p in (tmp_path / TENANTS_DIR).iterdir() if p.is_dir()) == sorted(
         tenant_dir_name(t) for t in LEGACY
     )
 
@@ -217,7 +218,8 @@ def test_a_split_cut_short_starts_again_and_one_renamed_only_cleans_up(
     monkeypatch.setattr(Path, "rename", crash)
     with pytest.raises(OSError, match="killed"):
         migrate_to_tenant_indexes(tmp_path, tantivy_store._schema())
-    assert (tmp_path / LEGACY_MARKER).exists() and (tmp_path / f"{TENANTS_DIR}.migrating").exists()
+    assert (tmp_path / LEGACY_MARKER).exists() and not (tmp_path / TENANTS_DIR).exists()
+    assert not (tmp_path / f"{TENANTS_DIR}.migrating").exists(), "its space given back"
     monkeypatch.setattr(Path, "rename", real_rename)
 
     # Killed after the rename, before the old files were removed: the split is complete.
@@ -233,5 +235,111 @@ def test_a_split_cut_short_starts_again_and_one_renamed_only_cleans_up(
     try:
         assert store.count() == 4
         assert not (tmp_path / LEGACY_MARKER).exists()
+    finally:
+        store.close()
+
+
+def test_a_shared_index_written_after_the_split_stops_start_up_rather_than_go(
+    tmp_path: Path,
+) -> None:
+    _legacy_store(tmp_path, LEGACY)
+    TantivyKeywordStore(tmp_path).close()  # split
+    # A rollback: an earlier candor finds no shared index, makes a new one and writes to it.
+    _legacy_store(tmp_path, {"acme": ["written during the rollback"]})
+
+    with pytest.raises(RuntimeError, match="not the one they were split from"):
+        TantivyKeywordStore(tmp_path)
+    assert (tmp_path / LEGACY_MARKER).exists(), "nothing of it was deleted"
+
+    # Moved aside, as the message says: the per-tenant indexes open as they were.
+    backup = tmp_path.parent / "backup"
+    backup.mkdir()
+    for f in tmp_path.iterdir():
+        if f.is_file() and f.name != ".candor.lock":
+            f.rename(backup / f.name)
+    store = TantivyKeywordStore(tmp_path)
+    try:
+        assert store.count() == 4
+    finally:
+        store.close()
+
+
+def test_an_empty_shared_index_beside_the_split_is_removed(tmp_path: Path) -> None:
+    _legacy_store(tmp_path, LEGACY)
+    TantivyKeywordStore(tmp_path).close()
+    tantivy.Index(tantivy_store._schema(), path=str(tmp_path))  # an earlier candor's empty one
+
+    store = TantivyKeywordStore(tmp_path)
+    try:
+        assert store.count() == 4
+        assert not (tmp_path / LEGACY_MARKER).exists()
+    finally:
+        store.close()
+
+
+def test_a_split_without_the_room_for_it_is_refused_before_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _legacy_store(tmp_path, LEGACY)
+    old_size = sum(f.stat().st_size for f in tmp_path.iterdir() if f.is_file())
+    monkeypatch.setattr(data_dir, "free_bytes", lambda path: old_size // 2)
+
+    with pytest.raises(LowDiskSpace, match="not enough free disk"):
+        TantivyKeywordStore(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == []
+    assert (tmp_path / LEGACY_MARKER).exists()
+
+
+def test_a_split_that_fails_part_way_gives_its_space_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _legacy_store(tmp_path, LEGACY)
+    real_split = tantivy_store._split
+
+    def full_disk(path: Path, building: Path, schema: tantivy.Schema) -> int:
+        real_split(path, building, schema)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tantivy_store, "_split", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        TantivyKeywordStore(tmp_path)
+    assert not (tmp_path / f"{TENANTS_DIR}.migrating").exists()
+    assert (tmp_path / LEGACY_MARKER).exists()
+
+
+class _CommitFails:
+    """A writer whose commit fails and whose rollback fails too."""
+
+    def __init__(self, writer: tantivy.IndexWriter) -> None:
+        self._writer = writer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._writer, name)
+
+    def commit(self) -> None:
+        raise RuntimeError("the commit failed")
+
+    def rollback(self) -> None:
+        raise RuntimeError("the rollback failed")
+
+
+def test_a_failed_rollback_leaves_the_writes_own_error_and_the_next_write_works(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = TantivyKeywordStore(tmp_path)
+    real = tantivy_store._Tenant.new_writer
+
+    def failing(self: Any) -> Any:
+        self.writer = _CommitFails(real(self))
+        return self.writer
+
+    try:
+        monkeypatch.setattr(tantivy_store._Tenant, "new_writer", failing)
+        # Not "LockBusy" from a second writer opened while the first still held the lock.
+        with pytest.raises(RuntimeError, match="the commit failed"):
+            store.replace("acme", "d", [chunk("acme", "d", 0, text="parcel")])
+        monkeypatch.setattr(tantivy_store._Tenant, "new_writer", real)
+        store.replace("acme", "d", [chunk("acme", "d", 0, text="parcel")])
+        assert [h.chunk.document_id for h in store.search("acme", "parcel", 5)] == ["d"]
     finally:
         store.close()
