@@ -96,8 +96,14 @@ TENANTS_DIR = "tenants"
 #: How many tenants' indexes stay open (about one thread each) and how many keep an index
 #: writer (a buffer of up to 50 MB each, and merge threads); the least recently used close first.
 OPEN_INDEXES, OPEN_WRITERS = 256, 4
-LEGACY_MARKER = "meta.json"
+INDEX_META = "meta.json"
+"""The file every tantivy index has: in a tenant's directory, its index exists."""
+LEGACY_MARKER = INDEX_META
 """An index at the store's top level: the layout before one index per tenant."""
+
+
+def _index_writer(index: tantivy.Index) -> tantivy.IndexWriter:
+    return index.writer(heap_size=50_000_000, num_threads=1)
 
 
 def tenant_dir_name(tenant: str) -> str:
@@ -123,14 +129,14 @@ class _Tenant:
 
     def new_writer(self) -> tantivy.IndexWriter:
         try:
-            self.writer = self.index.writer(heap_size=50_000_000, num_threads=1)
+            self.writer = _index_writer(self.index)
         except ValueError as exc:
             if "LockBusy" not in str(exc):
                 raise
             # A writer dropped after a failed rollback may still be held by that write's
             # traceback (a reference cycle), and with it the directory's lock.
             gc.collect()
-            self.writer = self.index.writer(heap_size=50_000_000, num_threads=1)
+            self.writer = _index_writer(self.index)
         return self.writer
 
     def close_writer(self) -> None:
@@ -178,7 +184,7 @@ class TantivyKeywordStore:
                 self._open.move_to_end(tenant)
                 return found
             where = self._path / TENANTS_DIR / tenant_dir_name(tenant)
-            if not create and not (where / LEGACY_MARKER).exists():
+            if not create and not (where / INDEX_META).exists():
                 return None
             where.mkdir(exist_ok=True)
             opened = self._open[tenant] = _Tenant(tenant, where, self._schema)
@@ -454,7 +460,7 @@ def _split(path: Path, building: Path, schema: tantivy.Schema) -> int:
         where = building / tenant_dir_name(tenant)
         where.mkdir()
         new = tantivy.Index(schema, path=str(where))
-        writer = new.writer(heap_size=50_000_000, num_threads=1)
+        writer = _index_writer(new)
         for start in range(0, total, MIGRATION_PAGE):
             for _, address in searcher.search(owned, MIGRATION_PAGE, offset=start).hits:
                 writer.add_document(_document(_chunk(searcher.doc(address))))

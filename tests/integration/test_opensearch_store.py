@@ -68,13 +68,6 @@ WEBHOOKS = "Webhook deliveries are retried with exponential backoff for up to 24
 
 
 @pytest.fixture
-def client(opensearch_url: str) -> Iterator[OpenSearch]:
-    c = OpenSearch(hosts=[opensearch_url], timeout=30)
-    yield c
-    c.close()
-
-
-@pytest.fixture
 def index_name(client: OpenSearch) -> Iterator[str]:
     name = f"candor-it-{uuid.uuid4().hex[:12]}"
     yield name

@@ -33,13 +33,6 @@ Opener = Callable[..., OpenSearchKeywordStore]
 
 
 @pytest.fixture
-def client(opensearch_url: str) -> Iterator[OpenSearch]:
-    c = OpenSearch(hosts=[opensearch_url], timeout=30)
-    yield c
-    c.close()
-
-
-@pytest.fixture
 def prefix(client: OpenSearch) -> Iterator[str]:
     name = f"candor-pt-{uuid.uuid4().hex[:12]}"
     yield name

@@ -175,6 +175,15 @@ LEGACY = {
 }
 
 
+def _opened_count(path: Path) -> int:
+    """How many chunks the store at ``path`` holds once opened (and split, if need be)."""
+    store = TantivyKeywordStore(path)
+    try:
+        return store.count()
+    finally:
+        store.close()
+
+
 def test_a_shared_index_is_split_per_tenant_when_opened(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -231,12 +240,8 @@ def test_a_split_cut_short_starts_again_and_one_renamed_only_cleans_up(
     assert not (tmp_path / f"{TENANTS_DIR}.migrating").exists()
     monkeypatch.setattr(Path, "unlink", real_unlink)
 
-    store = TantivyKeywordStore(tmp_path)
-    try:
-        assert store.count() == 4
-        assert not (tmp_path / LEGACY_MARKER).exists()
-    finally:
-        store.close()
+    assert _opened_count(tmp_path) == 4
+    assert not (tmp_path / LEGACY_MARKER).exists()
 
 
 def test_a_shared_index_written_after_the_split_stops_start_up_rather_than_go(
@@ -257,11 +262,7 @@ def test_a_shared_index_written_after_the_split_stops_start_up_rather_than_go(
     for f in tmp_path.iterdir():
         if f.is_file() and f.name != ".candor.lock":
             f.rename(backup / f.name)
-    store = TantivyKeywordStore(tmp_path)
-    try:
-        assert store.count() == 4
-    finally:
-        store.close()
+    assert _opened_count(tmp_path) == 4
 
 
 def test_an_empty_shared_index_beside_the_split_is_removed(tmp_path: Path) -> None:
@@ -269,12 +270,8 @@ def test_an_empty_shared_index_beside_the_split_is_removed(tmp_path: Path) -> No
     TantivyKeywordStore(tmp_path).close()
     tantivy.Index(tantivy_store._schema(), path=str(tmp_path))  # an earlier candor's empty one
 
-    store = TantivyKeywordStore(tmp_path)
-    try:
-        assert store.count() == 4
-        assert not (tmp_path / LEGACY_MARKER).exists()
-    finally:
-        store.close()
+    assert _opened_count(tmp_path) == 4
+    assert not (tmp_path / LEGACY_MARKER).exists()
 
 
 def test_a_split_without_the_room_for_it_is_refused_before_it_starts(
