@@ -218,3 +218,23 @@ def opensearch_node(opensearch_node_factory: Callable[[], OpenSearchNode]) -> Op
 @pytest.fixture(scope="session")
 def opensearch_url(opensearch_node: OpenSearchNode) -> str:
     return opensearch_node.url
+
+
+def main() -> None:
+    """Run one node until interrupted and print its URL, for ``candor bench keyword
+    --opensearch``: ``python -m tests.opensearch_node_fixture``."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        node = start_node(node_classpath(None, Path(tmp)), Path(tmp) / "node")
+        print(node.url, flush=True)
+        try:
+            node.process.wait()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            node.stop()
+
+
+if __name__ == "__main__":
+    main()

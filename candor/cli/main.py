@@ -131,7 +131,7 @@ def parser() -> argparse.ArgumentParser:
     )
     cal.add_argument("rest", nargs=argparse.REMAINDER)
     bench = sub.add_parser("bench", help="benchmarks (see docs/benchmarks.md)")
-    bench.add_argument("what", choices=["retrieval", "stack", "overload"])
+    bench.add_argument("what", choices=["retrieval", "stack", "overload", "keyword"])
     bench.add_argument("rest", nargs=argparse.REMAINDER)
     return ap
 
@@ -343,6 +343,10 @@ def _delegate(argv: list[str]) -> int | None:
             from evals import bench_overload
 
             return bench_overload.main(argv[2:])
+        if argv[1] == "keyword":
+            from evals import bench_keyword
+
+            return bench_keyword.main(argv[2:])
     return None
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from evals.bench_overload import Level
@@ -51,3 +54,33 @@ def test_overload_report_gives_the_quiet_tenant_its_own_table() -> None:
     assert rows[-1].startswith("| beside 200 | 1 | 100.0% |") and "UNAVAILABLE 1" in rows[-1]
     assert noisy.summary()["shed_retries"] == 7
     assert "beside" not in report(2000, 119, 120, [(noisy, None)])
+
+
+def test_keyword_bench_measures_every_operation_and_writes_its_schema(tmp_path: Path) -> None:
+    from evals import bench_keyword
+    from retrieval_svc.stores.tantivy_store import OPEN_WRITERS
+
+    out = tmp_path / "keyword.json"
+    tenants = OPEN_WRITERS + 2
+    argv = ["--chunks", "120", "--tenants", "1", str(tenants), "--queries", "25"]
+    assert bench_keyword.main([*argv, "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    ops = {"search", "holds", "write"}
+    expected = {f"tantivy:120x1:{op}" for op in ops | {"ingest"}}
+    expected |= {f"tantivy:120x{tenants}:{op}" for op in ops | {"ingest", "write_rotating"}}
+    assert set(data) == expected  # rotating writes only where tenants outnumber open writers
+    for key, figures in data.items():
+        if key.endswith(":ingest"):
+            assert figures["chunks_per_s"] > 0
+        else:
+            assert set(figures) == {"p50_ms", "p99_ms", "rps"}
+            assert 0 < figures["p50_ms"] <= figures["p99_ms"] and figures["rps"] > 0
+
+
+def test_keyword_bench_spreads_chunks_evenly_over_tenants() -> None:
+    from evals.bench_keyword import make_chunks
+
+    chunks = make_chunks(60, 4)
+    assert {c.tenant for c in chunks} == {"t0", "t1", "t2", "t3"}
+    assert all(sum(c.tenant == t for c in chunks) == 15 for t in ("t0", "t1", "t2", "t3"))
+    assert len({c.chunk_id for c in chunks}) == 60

@@ -6,8 +6,10 @@ tests/stores/conftest.py), including "one tenant's documents do not move another
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -188,3 +190,17 @@ def test_a_cluster_at_its_shard_limit_is_named_when_a_tenant_index_cannot_be_mad
         client.cluster.put_settings(body={"transient": {"cluster.max_shards_per_node": None}})
     store.replace("acme", "d", [chunk("acme", "d", 0, text="parcel")])
     assert store.count() == 1
+
+
+def test_the_keyword_bench_measures_both_layouts_and_leaves_no_index(
+    opensearch_url: str, client: OpenSearch, tmp_path: Path
+) -> None:
+    from evals import bench_keyword
+
+    before = set(client.indices.get(index="*", expand_wildcards="all"))
+    out = tmp_path / "keyword.json"
+    argv = ["--chunks", "40", "--tenants", "3", "--queries", "5", "--opensearch", opensearch_url]
+    assert bench_keyword.main([*argv, "--json", str(out)]) == 0
+    layouts = {key.split(":")[0] for key in json.loads(out.read_text())}
+    assert layouts == {"tantivy", "opensearch-shared", "opensearch-per-tenant"}
+    assert set(client.indices.get(index="*", expand_wildcards="all")) == before

@@ -215,6 +215,22 @@ def test_a_shared_index_is_split_per_tenant_when_opened(
     )
 
 
+def test_a_split_leaves_out_a_tenant_id_the_services_refuse_and_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Written before tenant ids were checked at the door: no request can name it, and as a
+    # directory name "../x" would be a path out of the store.
+    _legacy_store(tmp_path, {**LEGACY, "../x": ["parcel escaped"]})
+    with caplog.at_level("ERROR", logger="candor.retrieval"):
+        assert _opened_count(tmp_path) == 4
+    refused = [r for r in caplog.records if getattr(r, "tenant", None) == "../x"]
+    assert [getattr(r, "chunks", None) for r in refused] == [1]
+    assert sorted(p.name for p in (tmp_path / TENANTS_DIR).iterdir() if p.is_dir()) == sorted(
+        tenant_dir_name(t) for t in LEGACY
+    )
+    assert not (tmp_path / "x").exists() and not (tmp_path.parent / "x").exists()
+
+
 def test_a_split_cut_short_starts_again_and_one_renamed_only_cleans_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
