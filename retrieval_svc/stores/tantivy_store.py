@@ -178,20 +178,31 @@ class TantivyKeywordStore:
 
     def _tenant(self, tenant: str, *, create: bool) -> _Tenant | None:
         """The tenant's index, opened if need be; None when it has none and ``create`` is
-        false (a read never makes a directory: unknown tenant names would fill the disk)."""
+        false (a read never makes a directory: unknown tenant names would fill the disk).
+
+        The index is opened outside the lock: creating one writes and syncs files (1.5 ms
+        here, more on a network volume), and Retrieve asks ``holds`` on its event loop, which
+        must not wait behind another tenant's first write. Two threads opening the same index
+        keep whichever was registered first.
+        """
         with self._open_lock:
             if (found := self._open.get(tenant)) is not None:
                 self._open.move_to_end(tenant)
                 return found
-            where = self._path / TENANTS_DIR / tenant_dir_name(tenant)
-            if not create and not (where / INDEX_META).exists():
-                return None
-            where.mkdir(exist_ok=True)
-            opened = self._open[tenant] = _Tenant(tenant, where, self._schema)
+        where = self._path / TENANTS_DIR / tenant_dir_name(tenant)
+        if not create and not (where / INDEX_META).exists():
+            return None
+        where.mkdir(exist_ok=True)
+        opened = _Tenant(tenant, where, self._schema)
+        with self._open_lock:
+            if (found := self._open.get(tenant)) is not None:
+                self._open.move_to_end(tenant)
+                return found
+            self._open[tenant] = opened
             idle = [t for t, o in self._open.items() if o.writer is None and t != tenant]
             for t in idle[: max(0, len(self._open) - OPEN_INDEXES)]:
                 del self._open[t]
-            return opened
+        return opened
 
     def _writer(self, tenant: str) -> tuple[_Tenant, tantivy.IndexWriter]:
         """The tenant's index and writer, closing the least recently used writers past
@@ -232,8 +243,9 @@ class TantivyKeywordStore:
                     f"({data_dir.free_bytes(self._path)} bytes free on that filesystem): {exc}",
                 ) from exc
             t.index.reload()
+            held = t.count()
             with self._open_lock:
-                self._counts[tenant] = t.count()
+                self._counts[tenant] = held
 
     @staticmethod
     def _recover(t: _Tenant) -> None:
@@ -373,8 +385,10 @@ class TantivyKeywordStore:
         return out
 
     def close(self) -> None:
-        with self._lock, self._open_lock:
-            for t in self._open.values():
+        with self._lock:
+            with self._open_lock:
+                opened = list(self._open.values())
+            for t in opened:  # merges are waited for without holding up reads
                 t.close_writer()
 
 

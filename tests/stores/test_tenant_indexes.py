@@ -5,6 +5,7 @@ the split loses nothing."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +150,44 @@ def test_indexes_and_writers_close_past_their_limits_and_reopen(
         assert len(reopened.inventory()) == 9
     finally:
         reopened.close()
+
+
+def test_a_read_does_not_wait_while_another_tenants_index_is_being_created(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Retrieve asks `holds` on its event loop: an index created slowly (a network volume's
+    # fsync) for another tenant's first write must not hold every request up.
+    store = TantivyKeywordStore(tmp_path)
+    store.replace("acme", "d0", [chunk("acme", "d0", 0, text="parcel")])
+    creating, release = threading.Event(), threading.Event()
+    real_init = tantivy_store._Tenant.__init__
+
+    def slow_init(self: Any, tenant: str, path: Path, schema: tantivy.Schema) -> None:
+        if tenant == "globex":
+            creating.set()
+            release.wait(30)
+        real_init(self, tenant, path, schema)
+
+    monkeypatch.setattr(tantivy_store._Tenant, "__init__", slow_init)
+    first_write = threading.Thread(
+        target=store.replace, args=("globex", "d0", [chunk("globex", "d0", 0, text="courier")])
+    )
+    first_write.start()
+    try:
+        assert creating.wait(30)
+        held, read = ("d0#p0c0", "g1"), list[set[tuple[str, str]]]()
+        reader = threading.Thread(target=lambda: read.append(store.holds("acme", [held])))
+        reader.start()
+        reader.join(10)
+        assert read == [{held}], "the read waited for the other tenant's index"
+    finally:
+        release.set()
+        first_write.join(30)
+    try:
+        assert [h.chunk.document_id for h in store.search("globex", "courier", 5)] == ["d0"]
+        assert store.count() == 2
+    finally:
+        store.close()
 
 
 def _legacy_store(path: Path, documents: dict[str, list[str]]) -> None:
