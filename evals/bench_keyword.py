@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import platform
 import random
@@ -36,6 +35,7 @@ from functools import partial
 from pathlib import Path
 
 from candor.settings import OpenSearchSettings
+from evals import bench_output
 from evals.bench_retrieval import make_documents, make_queries, p50_p99_ms
 from retrieval_svc.stores.base import Chunk, KeywordStore
 from retrieval_svc.stores.tantivy_store import OPEN_WRITERS, TantivyKeywordStore
@@ -227,9 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if any(t < 1 for t in args.tenants) or args.chunks < max(args.tenants):
         ap.error("every --tenants must be at least 1 and at most --chunks")
-    for path in (args.out, args.json):
-        if path is not None:  # before a long run, not after it
-            path.parent.mkdir(parents=True, exist_ok=True)
+    bench_output.prepare(args.out, args.json)
     layouts: list[tuple[str, Opener]] = [("tantivy", _tantivy)]
     if args.opensearch:
         layouts += [
@@ -246,13 +244,7 @@ def main(argv: list[str] | None = None) -> int:
             with opened() as store:
                 measure(store, run, chunks, queries)
             runs.append(run)
-    text = report(runs)
-    print(text)
-    if args.out:
-        with args.out.open("a") as f:
-            f.write("\n" + text)
-    if args.json:
-        args.json.write_text(json.dumps(as_json(runs), indent=2) + "\n")
+    bench_output.publish(report(runs), args.out, args.json, as_json(runs))
     return 0
 
 

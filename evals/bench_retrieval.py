@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import random
@@ -30,6 +29,7 @@ import grpc
 
 from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from candor.runtime.server import health_check
+from evals import bench_output
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples" / "helpcentre"
@@ -218,20 +218,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None, help="write machine-readable results")
     ap.add_argument("--port", type=int, default=0, help="the service's port (default: random)")
     args = ap.parse_args(argv)
-    for path in (args.out, args.json):
-        if path is not None:  # before a long run, not after it
-            path.parent.mkdir(parents=True, exist_ok=True)
+    bench_output.prepare(args.out, args.json)
     results = []
     for n in args.chunks:
         print(f"benchmark: {n} chunks", file=sys.stderr)
         results.append(run_one(n, args.queries, args.port))
-    text = report(results)
-    print(text)
-    if args.out:
-        with args.out.open("a") as f:
-            f.write("\n" + text)
-    if args.json:
-        args.json.write_text(json.dumps(as_json(results), indent=2) + "\n")
+    bench_output.publish(report(results), args.out, args.json, as_json(results))
     return 0
 
 

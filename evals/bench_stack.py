@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import random
@@ -32,6 +31,7 @@ import grpc
 from candor.gate.v1 import gate_pb2, gate_pb2_grpc
 from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from candor.runtime.server import health_check
+from evals import bench_output
 from evals.bench_retrieval import _rss_mib, make_documents, p50_p99_ms
 
 REFUSED = [
@@ -287,22 +287,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--out", type=Path, default=None, help="append the table to this file")
     args = ap.parse_args(argv)
-    for path in (args.out, args.json):
-        if path is not None:  # before a long run, not after it
-            path.parent.mkdir(parents=True, exist_ok=True)
+    bench_output.prepare(args.out, args.json)
     runs = [run(n, args.queries, args.per_service, args.port) for n in args.chunks]
-    text = report(runs)
-    print(text)
-    if args.out:
-        with args.out.open("a") as f:
-            f.write("\n" + text)
-    if args.json:
-        flat = {}
-        for r in runs:
-            ops = r["operations"]
-            assert isinstance(ops, dict)
-            flat.update({f"{r['chunks']}:{op}": v for op, v in ops.items()})
-        args.json.write_text(json.dumps(flat, indent=2))
+    flat = {}
+    for r in runs:
+        ops = r["operations"]
+        assert isinstance(ops, dict)
+        flat.update({f"{r['chunks']}:{op}": v for op, v in ops.items()})
+    bench_output.publish(report(runs), args.out, args.json, flat)
     return 0
 
 
