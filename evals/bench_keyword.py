@@ -9,6 +9,8 @@ and tenant ``t0`` is measured:
 
 - ``search``: 30 hits with their text, as the keyword arm asks;
 - ``holds``: whether 8 of its chunks are held at their version, as Retrieve checks a reply;
+- ``holds_beside_new_tenants``: the same while another thread writes new tenants' first
+  documents (Retrieve asks tantivy on its event loop, so this is every request's wait);
 - ``write``: one document replaced, in the same tenant each time;
 - ``write_rotating``: one document replaced in each of ``OPEN_WRITERS + 2`` tenants in turn,
   so the embedded store closes a writer (and waits for its merges) on every write.
@@ -26,6 +28,7 @@ import platform
 import random
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -45,6 +48,7 @@ HITS = 30
 HELD = 8
 WRITES = 60
 MEASURED = "t0"
+FIRST = Chunk("", "first#0", "first#0", "first", "", "first document of a new tenant", 0, "", "g0")
 
 
 Opener = Callable[[], AbstractContextManager[KeywordStore]]
@@ -90,13 +94,35 @@ def make_chunks(n_chunks: int, tenants: int) -> list[Chunk]:
     return out
 
 
-def _timed(calls: Sequence[Callable[[], object]]) -> list[float]:
+def _timed(calls: Sequence[Callable[[], object]], pause: float = 0.0) -> list[float]:
     out = []
     for call in calls:
         start = time.perf_counter()
         call()
         out.append(time.perf_counter() - start)
+        time.sleep(pause)
     return out
+
+
+def _beside_first_writes(store: KeywordStore, calls: Sequence[Callable[[], object]]) -> list[float]:
+    """``calls`` timed while another thread writes the first document of one new tenant
+    after another (each creates an index in a layout with one per tenant)."""
+    stop = threading.Event()
+
+    def first_writes() -> None:
+        n = 0
+        while not stop.is_set():
+            new = dataclasses.replace(FIRST, tenant=f"new{n}")
+            store.replace(new.tenant, new.document_id, [new])
+            n += 1
+
+    writer = threading.Thread(target=first_writes, daemon=True)
+    writer.start()
+    try:
+        return _timed(calls, pause=0.001)  # leaves the writer the GIL between calls
+    finally:
+        stop.set()
+        writer.join()
 
 
 def _rewrite(store: KeywordStore, c: Chunk, n: int) -> Callable[[], None]:
@@ -120,6 +146,10 @@ def measure(store: KeywordStore, run: Run, chunks: list[Chunk], queries: list[st
     samples = [rng.sample(own, min(HELD, len(own))) for _ in queries]
     run.seconds["holds"] = _timed(
         [partial(store.holds, MEASURED, [(c.chunk_id, c.generation) for c in s]) for s in samples]
+    )
+    run.seconds["holds_beside_new_tenants"] = _beside_first_writes(
+        store,
+        [partial(store.holds, MEASURED, [(c.chunk_id, c.generation) for c in s]) for s in samples],
     )
     run.seconds["write"] = _timed([_rewrite(store, rng.choice(own), n) for n in range(WRITES)])
     if run.tenants > OPEN_WRITERS:
@@ -176,12 +206,13 @@ def report(runs: list[Run]) -> str:
         f"Python {platform.python_version()}. Command: `candor bench keyword`. Tenant "
         f"`{MEASURED}` measured, one call at a time; p50 / p99 ms.",
         "",
-        "| layout | chunks × tenants | ingest chunks/s | search | holds | write | write rotating |",
-        "|---|---|---|---|---|---|---|",
+        "| layout | chunks × tenants | ingest chunks/s | search | holds "
+        "| holds beside new tenants | write | write rotating |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
         cells = []
-        for op in ("search", "holds", "write", "write_rotating"):
+        for op in ("search", "holds", "holds_beside_new_tenants", "write", "write_rotating"):
             if op in r.seconds:
                 p50, p99 = p50_p99_ms(r.seconds[op])
                 cells.append(f"{p50:.2f} / {p99:.2f}")

@@ -65,7 +65,7 @@ def test_keyword_bench_measures_every_operation_and_writes_its_schema(tmp_path: 
     argv = ["--chunks", "120", "--tenants", "1", str(tenants), "--queries", "25"]
     assert bench_keyword.main([*argv, "--json", str(out)]) == 0
     data = json.loads(out.read_text())
-    ops = {"search", "holds", "write"}
+    ops = {"search", "holds", "holds_beside_new_tenants", "write"}
     expected = {f"tantivy:120x1:{op}" for op in ops | {"ingest"}}
     expected |= {f"tantivy:120x{tenants}:{op}" for op in ops | {"ingest", "write_rotating"}}
     assert set(data) == expected  # rotating writes only where tenants outnumber open writers
