@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterable, Mapping
 from typing import NamedTuple
 
 from candor.text import content_terms, expected_answer_type, has_answer_type, sentences
@@ -125,6 +125,14 @@ def _with_follow_ons(chosen: list[Quote], pool: list[Quote]) -> list[Quote]:
     return out
 
 
+def matched_weight(idf: Mapping[str, float], matched: Iterable[str]) -> float:
+    """The summed weight of ``matched``, the same in any order. A set's order follows the
+    process's hash seed, and a plain float sum's last bits follow its order: two sentences
+    matching the same terms scored an ulp apart, so which came first (and the answer's text)
+    changed from one process to the next."""
+    return math.fsum(idf[t] for t in matched)
+
+
 class ExtractiveBackend:
     name = "extractive"
 
@@ -154,7 +162,7 @@ class ExtractiveBackend:
         wanted = expected_answer_type(inp.query)
         scored = []
         for position, (q, ts) in enumerate(zip(pool, terms, strict=True)):
-            overlap = sum(idf[t] for t in query & ts)
+            overlap = matched_weight(idf, query & ts)
             # A question states nothing: a curated answer's own question, quoted, read as if
             # the source said so ("How do I reset my password? [1]" for another question).
             if overlap <= 0 or _is_label(q.sentence) or _is_question(q.sentence):

@@ -255,3 +255,47 @@ async def test_a_sentence_that_refers_back_is_quoted_with_the_one_it_narrows() -
     sentences = [q.sentence for q in picked]
     assert len(sentences) == len(set(sentences))
     assert sentences[0].startswith("Returns from the portal appear")
+
+
+def test_matched_weight_is_the_same_in_any_order() -> None:
+    from generator_svc.llm.extractive import matched_weight
+
+    idf = {"a": 0.1, "b": 0.2, "c": 0.3}
+    assert (0.1 + 0.2) + 0.3 != 0.1 + (0.2 + 0.3)  # a plain sum's last bits follow its order
+    assert matched_weight(idf, ["a", "b", "c"]) == matched_weight(idf, ["c", "b", "a"]) == 0.6
+
+
+def test_the_quoted_order_does_not_depend_on_the_processs_hash_seed() -> None:
+    # Two sentences matching the same query terms tie; the earlier one goes first in every
+    # process. Summed in set order, their scores could differ in the last bit, and the answer's
+    # sentence order changed between runs (3 of 984 HaluEval test answers at one head).
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "from generator_svc.llm.base import EvidenceItem, GenerationInput\n"
+        "from generator_svc.llm.extractive import ExtractiveBackend\n"
+        "q = 'hotel alpha echo romeo india foxtrot mike juliet victor yankee?'\n"
+        "rows = ['india hotel echo juliet november quebec.', "
+        "'foxtrot romeo mike echo india uniform whiskey.', "
+        "'foxtrot mike victor echo alpha india golf kilo.', 'foxtrot juliet kilo xray.', "
+        "'juliet victor alpha echo yankee foxtrot hotel india mike bravo lima.', "
+        "'hotel echo foxtrot romeo yankee india alpha mike juliet papa bravo.', "
+        "'mike juliet foxtrot echo yankee victor india alpha kilo november.', "
+        "'juliet yankee victor echo foxtrot mike india alpha.']\n"
+        "ev = (EvidenceItem('c1', '', ' '.join(r.capitalize() for r in rows)),)\n"
+        "picked = ExtractiveBackend(len(rows)).select(GenerationInput(q, ev, 'en', 'confident'))\n"
+        "print([p.sentence for p in picked])\n"
+    )
+    seen = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in range(16)
+    }
+    assert len(seen) == 1, seen
