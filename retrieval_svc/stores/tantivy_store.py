@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import gc
 import hashlib
+import json
 import logging
 import shutil
 import threading
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import tantivy
 
-from candor.files import fsync_dir
+from candor.files import fsync_dir, write_atomically
 from candor.runtime.validation import TENANT
 from retrieval_svc.stores import data_dir
 from retrieval_svc.stores.base import Chunk, Hit, StoredChunk
@@ -115,6 +116,29 @@ def tenant_dir_name(tenant: str) -> str:
     return f"{tenant}.{hashlib.sha256(tenant.encode()).hexdigest()[:12]}"
 
 
+def _committed_count(tenant: str, path: Path) -> int:
+    """The live documents of the index at ``path`` as its meta.json records them, without
+    opening it: every open index starts a file-watcher thread, and opening 2,000 tenants' at
+    start-up peaked at about 1,500 threads, past a container's pids limit (tantivy then
+    panics)."""
+    try:
+        live = 0
+        for segment in json.loads((path / INDEX_META).read_text())["segments"]:
+            deletes = segment.get("deletes") or {"num_deleted_docs": 0}
+            live += int(segment["max_doc"]) - int(deletes["num_deleted_docs"])
+        return live
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(
+            f"the keyword index of tenant {tenant!r} ({path}): its {INDEX_META} is "
+            f"unreadable: {exc!r}"
+        ) from exc
+
+
+def _panicked(exc: BaseException) -> bool:
+    """tantivy's Rust panics reach Python as pyo3's PanicException, a BaseException."""
+    return type(exc).__name__ == "PanicException"
+
+
 class _Tenant:
     """One tenant's index, and its writer while it has one."""
 
@@ -125,6 +149,15 @@ class _Tenant:
         except ValueError as exc:
             # tantivy names the file only: with an index per tenant, say which one.
             raise ValueError(f"the keyword index of tenant {tenant!r} ({path}): {exc}") from exc
+        except BaseException as exc:
+            if not _panicked(exc):
+                raise
+            # Raised as an error the callers handle (an arm that degrades), not a
+            # BaseException that passes every `except Exception`.
+            raise OSError(
+                f"cannot open the keyword index of tenant {tenant!r} ({path}); at the "
+                f"process's thread limit (a container's pids limit)? tantivy: {exc}"
+            ) from exc
         self.writer: tantivy.IndexWriter | None = None
 
     def new_writer(self) -> tantivy.IndexWriter:
@@ -154,8 +187,9 @@ class TantivyKeywordStore:
 
     def __init__(self, path: Path, min_free_bytes: int = 0) -> None:
         """Open (or create) the store at ``path``; writes first check that the disk keeps
-        ``min_free_bytes`` free (0 does not check). Every tenant's index is opened once here,
-        so a damaged one stops start-up rather than a tenant's first call."""
+        ``min_free_bytes`` free (0 does not check). Each tenant's count is read from its
+        index's meta.json (an unreadable one stops start-up, naming the tenant); the indexes
+        open on first use."""
         path.mkdir(parents=True, exist_ok=True)
         self._path, self._min_free = path, min_free_bytes
         self._schema = _schema()
@@ -172,9 +206,9 @@ class TantivyKeywordStore:
             tenant = tenant_path.name.rpartition(".")[0]
             if not TENANT.fullmatch(tenant) or tenant_dir_name(tenant) != tenant_path.name:
                 continue  # not an index of ours
-            # None: made for a first write that never committed.
-            if (opened := self._tenant(tenant, create=False)) is not None:
-                self._counts[tenant] = opened.count()
+            # No meta.json: made for a first write that never committed.
+            if (tenant_path / INDEX_META).exists():
+                self._counts[tenant] = _committed_count(tenant, tenant_path)
 
     def _tenant(self, tenant: str, *, create: bool) -> _Tenant | None:
         """The tenant's index, opened if need be; None when it has none and ``create`` is
@@ -213,7 +247,13 @@ class TantivyKeywordStore:
         with self._open_lock:
             writing = [o for o in self._open.values() if o.writer is not None and o is not t]
         for idle in writing[: max(0, len(writing) + 1 - OPEN_WRITERS)]:
-            idle.close_writer()
+            try:
+                idle.close_writer()
+            except Exception as exc:  # its merges failed: not this write's error
+                log.warning(
+                    "closing an idle keyword index writer failed",
+                    extra={"path": str(idle.path), "error": repr(exc)},
+                )
         return t, writer
 
     def _commit(self, tenant: str, stage: Callable[[tantivy.IndexWriter], object]) -> None:
@@ -231,8 +271,19 @@ class TantivyKeywordStore:
             try:
                 stage(writer)
                 writer.commit()
-            except Exception as exc:
+            except BaseException as exc:
                 self._recover(t)
+                if not (t.path / INDEX_META).exists():
+                    self._forget(tenant)
+                    raise OSError(
+                        errno.ENOENT,
+                        f"the keyword index of tenant {tenant!r} is gone: {t.path} or its "
+                        f"{INDEX_META} was removed while the service ran. Its chunks are lost "
+                        "from the keyword arm; the next write starts a new index. Re-ingest "
+                        "the tenant's documents (candor reindex).",
+                    ) from exc
+                if not isinstance(exc, Exception):
+                    raise
                 if DEAD_WRITER not in str(exc):
                     raise
                 # The error that killed the worker thread is lost with it; the disk it
@@ -246,6 +297,12 @@ class TantivyKeywordStore:
             held = t.count()
             with self._open_lock:
                 self._counts[tenant] = held
+
+    def _forget(self, tenant: str) -> None:
+        """Drop a tenant whose index directory was removed behind the store's back."""
+        with self._open_lock:
+            self._open.pop(tenant, None)
+            self._counts.pop(tenant, None)
 
     @staticmethod
     def _recover(t: _Tenant) -> None:
@@ -425,7 +482,8 @@ def migrate_to_tenant_indexes(path: Path, schema: tantivy.Schema, min_free_bytes
         check_free_space(path, max(min_free_bytes, 1), write_bytes=old_size)
         try:
             moved = _split(path, building, schema)
-            (building / SPLIT_FROM).write_text(legacy + "\n")
+            # Synced: after a power cut an empty record would read as a rollback's new index.
+            write_atomically(building / SPLIT_FROM, (legacy + "\n").encode())
             fsync_dir(building)
             building.rename(tenants_dir)
             fsync_dir(path)

@@ -5,7 +5,10 @@ the split loses nothing."""
 
 from __future__ import annotations
 
+import gc
+import shutil
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -188,6 +191,79 @@ def test_a_read_does_not_wait_while_another_tenants_index_is_being_created(
         assert store.count() == 2
     finally:
         store.close()
+
+
+def _os_threads() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    raise AssertionError("no thread count in /proc/self/status")
+
+
+def test_start_up_counts_each_tenant_without_opening_its_index(tmp_path: Path) -> None:
+    # Every open index starts a file-watcher thread: opening 2,000 tenants' at start-up
+    # peaked at about 1,500 threads, and under a pids limit tantivy panicked.
+    store = TantivyKeywordStore(tmp_path)
+    for t in range(40):
+        docs = [(f"t{t}", f"d{i}", [chunk(f"t{t}", f"d{i}", 0, text="parcel")]) for i in range(3)]
+        store.replace_many(docs)
+    store.delete("t0", "d0")
+    store.delete("t7", "d2")
+    store.close()
+    del store
+    gc.collect()
+    time.sleep(1.5)  # the closed indexes' watcher threads end within a second
+    before = _os_threads()
+    reopened = TantivyKeywordStore(tmp_path)
+    try:
+        assert _os_threads() - before < 10, "start-up opened the tenants' indexes"
+        assert reopened.count() == 40 * 3 - 2
+        assert [h.chunk.document_id for h in reopened.search("t0", "parcel", 5)] != []
+        assert reopened.holds("t7", [("d2#p0c0", "g1"), ("d1#p0c0", "g1")]) == {("d1#p0c0", "g1")}
+    finally:
+        reopened.close()
+
+
+def test_a_tenant_index_removed_while_running_fails_one_write_clearly_then_starts_anew(
+    tmp_path: Path,
+) -> None:
+    store = TantivyKeywordStore(tmp_path)
+    try:
+        store.replace("acme", "d0", [chunk("acme", "d0", 0, text="parcel")])
+        store.replace("globex", "d0", [chunk("globex", "d0", 0, text="parcel")])
+        shutil.rmtree(tmp_path / TENANTS_DIR / tenant_dir_name("acme"))
+        with pytest.raises(OSError, match="keyword index of tenant 'acme' is gone"):
+            store.replace("acme", "d1", [chunk("acme", "d1", 0, text="courier")])
+        assert store.count() == 1  # globex's; acme's chunks went with its directory
+        # Not stuck: the next write makes a new index (not "LockBusy", not another writer).
+        store.replace("acme", "d1", [chunk("acme", "d1", 0, text="courier")])
+        assert [h.chunk.document_id for h in store.search("acme", "courier", 5)] == ["d1"]
+        assert store.count() == 2
+    finally:
+        store.close()
+
+
+def test_a_panic_opening_an_index_is_an_error_the_arm_can_degrade_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = TantivyKeywordStore(tmp_path)
+    store.replace("acme", "d0", [chunk("acme", "d0", 0, text="parcel")])
+    store.close()
+    reopened = TantivyKeywordStore(tmp_path)
+
+    class PanicException(BaseException):  # pyo3's, as tantivy raises it
+        pass
+
+    def panics(*args: object, **kwargs: object) -> None:
+        raise PanicException("Failed to spawn meta file watcher thread")
+
+    monkeypatch.setattr(tantivy_store.tantivy, "Index", panics)
+    with pytest.raises(OSError, match="thread limit") as raised:
+        reopened.search("acme", "parcel", 5)
+    assert isinstance(raised.value.__cause__, PanicException)
+    monkeypatch.undo()
+    assert [h.chunk.document_id for h in reopened.search("acme", "parcel", 5)] == ["d0"]
+    reopened.close()
 
 
 def _legacy_store(path: Path, documents: dict[str, list[str]]) -> None:
