@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import socket
 import subprocess
@@ -61,6 +62,21 @@ def free_ports(n: int) -> list[int]:
     finally:
         for s in socks:
             s.close()
+
+
+def outputs_under_hash_seeds(code: str, seeds: int) -> set[str]:
+    """What ``code`` prints in a fresh interpreter under each of ``seeds`` hash seeds: one
+    output means nothing it computes follows a set's or a dict-of-str's iteration order."""
+    return {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in range(seeds)
+    }
 
 
 def run_with_file_size_limit(code: str, limit_bytes: int) -> subprocess.CompletedProcess[str]:

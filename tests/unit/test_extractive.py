@@ -5,6 +5,7 @@ from __future__ import annotations
 from generator_svc.citations import verify_citations
 from generator_svc.llm.base import Draft, EvidenceItem, GenerationInput
 from generator_svc.llm.extractive import CAVEAT, CLARIFY, ExtractiveBackend
+from tests.helpers import outputs_under_hash_seeds
 
 REFUNDS = EvidenceItem(
     "refunds#p2c0",
@@ -269,10 +270,6 @@ def test_the_quoted_order_does_not_depend_on_the_processs_hash_seed() -> None:
     # Two sentences matching the same query terms tie; the earlier one goes first in every
     # process. Summed in set order, their scores could differ in the last bit, and the answer's
     # sentence order changed between runs (3 of 984 HaluEval test answers at one head).
-    import os
-    import subprocess
-    import sys
-
     code = (
         "from generator_svc.llm.base import EvidenceItem, GenerationInput\n"
         "from generator_svc.llm.extractive import ExtractiveBackend\n"
@@ -288,14 +285,5 @@ def test_the_quoted_order_does_not_depend_on_the_processs_hash_seed() -> None:
         "picked = ExtractiveBackend(len(rows)).select(GenerationInput(q, ev, 'en', 'confident'))\n"
         "print([p.sentence for p in picked])\n"
     )
-    seen = {
-        subprocess.run(
-            [sys.executable, "-c", code],
-            env={**os.environ, "PYTHONHASHSEED": str(seed)},
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        for seed in range(16)
-    }
+    seen = outputs_under_hash_seeds(code, 16)
     assert len(seen) == 1, seen

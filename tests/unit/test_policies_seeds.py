@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 
 import pytest
 
@@ -25,6 +24,7 @@ from gate_svc.signals import (
     facets,
     pair_coverage,
 )
+from tests.helpers import outputs_under_hash_seeds
 
 
 def cand(
@@ -210,25 +210,13 @@ def test_pair_coverage_needs_both_hops_of_a_two_hop_question() -> None:
 def test_sentence_signals_do_not_depend_on_the_processs_hash_seed() -> None:
     # Set iteration order follows PYTHONHASHSEED; summing weights in it moved pair_coverage's
     # last bits between processes, so one question's signals differed run to run.
-    import subprocess
-    import sys
-
     code = (
         "from gate_svc.signals import pair_coverage, best_sentence_alignment\n"
         "q = 'American politician Joe Heck ran unsuccessfully against Democrat Catherine "
         "Cortez Masto, a woman who previously served as the 32nd Attorney General of where?'\n"
         "print(repr(pair_coverage(q, [q])), repr(best_sentence_alignment(q, [q])[0]))\n"
     )
-    seen = {
-        subprocess.run(
-            [sys.executable, "-c", code],
-            env={**os.environ, "PYTHONHASHSEED": str(seed)},
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        for seed in range(12)
-    }
+    seen = outputs_under_hash_seeds(code, 12)
     assert len(seen) == 1, seen
 
 
