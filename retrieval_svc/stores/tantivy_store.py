@@ -265,38 +265,42 @@ class TantivyKeywordStore:
         killed"), and the failed write's segment files are deleted: on a full disk they
         hold the very space the next write needs, so it would fail again.
         """
-        check_free_space(self._path, self._min_free)
         with self._lock:
-            t, writer = self._writer(tenant)
-            try:
-                stage(writer)
-                writer.commit()
-            except BaseException as exc:
-                self._recover(t)
-                if not (t.path / INDEX_META).exists():
-                    self._forget(tenant)
-                    raise OSError(
-                        errno.ENOENT,
-                        f"the keyword index of tenant {tenant!r} is gone: {t.path} or its "
-                        f"{INDEX_META} was removed while the service ran. Its chunks are lost "
-                        "from the keyword arm; the next write starts a new index. Re-ingest "
-                        "the tenant's documents (candor reindex).",
-                    ) from exc
-                if not isinstance(exc, Exception):
-                    raise
-                if DEAD_WRITER not in str(exc):
-                    raise
-                # The error that killed the worker thread is lost with it; the disk it
-                # writes to is the usual suspect, so say how full it is.
+            self._commit_locked(tenant, stage)
+
+    def _commit_locked(self, tenant: str, stage: Callable[[tantivy.IndexWriter], object]) -> None:
+        """``_commit`` for a caller that holds the write lock."""
+        check_free_space(self._path, self._min_free)
+        t, writer = self._writer(tenant)
+        try:
+            stage(writer)
+            writer.commit()
+        except BaseException as exc:
+            self._recover(t)
+            if not (t.path / INDEX_META).exists():
+                self._forget(tenant)
                 raise OSError(
-                    errno.EIO,
-                    f"the keyword index writer in {t.path} died of an I/O error "
-                    f"({data_dir.free_bytes(self._path)} bytes free on that filesystem): {exc}",
+                    errno.ENOENT,
+                    f"the keyword index of tenant {tenant!r} is gone: {t.path} or its "
+                    f"{INDEX_META} was removed while the service ran. Its chunks are lost "
+                    "from the keyword arm; the next write starts a new index. Re-ingest "
+                    "the tenant's documents (candor reindex).",
                 ) from exc
-            t.index.reload()
-            held = t.count()
-            with self._open_lock:
-                self._counts[tenant] = held
+            if not isinstance(exc, Exception):
+                raise
+            if DEAD_WRITER not in str(exc):
+                raise
+            # The error that killed the worker thread is lost with it; the disk it
+            # writes to is the usual suspect, so say how full it is.
+            raise OSError(
+                errno.EIO,
+                f"the keyword index writer in {t.path} died of an I/O error "
+                f"({data_dir.free_bytes(self._path)} bytes free on that filesystem): {exc}",
+            ) from exc
+        t.index.reload()
+        held = t.count()
+        with self._open_lock:
+            self._counts[tenant] = held
 
     def _forget(self, tenant: str) -> None:
         """Drop a tenant whose index directory was removed behind the store's back."""
@@ -341,17 +345,22 @@ class TantivyKeywordStore:
             self._commit(tenant, _replacing(tenant, docs))
 
     def delete(self, tenant: str, document_id: str) -> int:
-        t = self._tenant(tenant, create=False)
-        if t is None:
-            return 0
         key = _doc_key(tenant, document_id)
-        t.index.reload()
-        searcher = t.index.searcher()
-        # doc_freq would count deleted documents still held by segments; a search does not.
-        found = searcher.search(tantivy.Query.term_query(self._schema, "doc_key", key), 1)
-        n = int(found.count)  # type: ignore[attr-defined]
-        if n:
-            self._commit(tenant, lambda writer: writer.delete_documents_by_term("doc_key", key))
+        # Counted and deleted under one lock: two deletes of a document counted it twice, and
+        # a write landing between the count and the delete was reported as not there.
+        with self._lock:
+            t = self._tenant(tenant, create=False)
+            if t is None:
+                return 0
+            t.index.reload()
+            searcher = t.index.searcher()
+            # doc_freq would count deleted documents still held by segments; a search does not.
+            found = searcher.search(tantivy.Query.term_query(self._schema, "doc_key", key), 1)
+            n = int(found.count)  # type: ignore[attr-defined]
+            if n:
+                self._commit_locked(
+                    tenant, lambda writer: writer.delete_documents_by_term("doc_key", key)
+                )
         return n
 
     def search(self, tenant: str, query: str, limit: int) -> list[Hit]:

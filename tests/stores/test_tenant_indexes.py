@@ -266,6 +266,42 @@ def test_a_panic_opening_an_index_is_an_error_the_arm_can_degrade_on(
     reopened.close()
 
 
+def test_two_deletes_of_one_document_at_once_report_it_deleted_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = TantivyKeywordStore(tmp_path)
+    store.replace("acme", "d0", [chunk("acme", "d0", 0, text="parcel")])
+    first_counted, release = threading.Event(), threading.Event()
+    real_check = tantivy_store.check_free_space
+
+    def first_waits(*args: Any, **kwargs: Any) -> None:
+        # The first delete has counted the document and is about to commit: hold it there.
+        if not first_counted.is_set():
+            first_counted.set()
+            release.wait(30)
+        real_check(*args, **kwargs)
+
+    monkeypatch.setattr(tantivy_store, "check_free_space", first_waits)
+    results: list[int] = []
+    first = threading.Thread(target=lambda: results.append(store.delete("acme", "d0")))
+    second = threading.Thread(target=lambda: results.append(store.delete("acme", "d0")))
+    first.start()
+    try:
+        assert first_counted.wait(30)
+        second.start()
+        second.join(0.5)  # it counts only once the first has committed, so it waits here
+    finally:
+        release.set()
+        first.join(30)
+        if second.is_alive() or second.ident is not None:
+            second.join(30)
+    try:
+        assert sorted(results) == [0, 1]
+        assert store.count() == 0
+    finally:
+        store.close()
+
+
 def _legacy_store(path: Path, documents: dict[str, list[str]]) -> None:
     """A store as candor wrote it before one index per tenant: every tenant in one index at
     the store's top level."""
