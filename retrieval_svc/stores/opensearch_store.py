@@ -718,6 +718,13 @@ class OpenSearchKeywordStore:
         return list(response["docs"])
 
     def inventory(self) -> list[StoredChunk]:
+        # A wildcard reads open indexes only: a closed tenant's chunks would be listed as
+        # missing here, and `verify --repair --drop-partial` would delete their dense copies.
+        if self._per_tenant and (closed := self._closed_tenant_indexes()):
+            raise OpenSearchMappingError(
+                f"closed tenant indexes cannot be listed: {', '.join(closed)}. Open them "
+                "(POST /<index>/_open) and run again; their chunks would read as missing."
+            )
         out = []
         for doc_id, s in self._scan_sources(_INVENTORY_FIELDS):
             if not _strings(s, _INVENTORY_KEYS):
@@ -749,8 +756,17 @@ class OpenSearchKeywordStore:
         for h in hits:
             yield str(h["_id"]), cast(dict[str, Any], h.get("_source") or {})
 
+    def _closed_tenant_indexes(self) -> list[str]:
+        found = self._client.indices.get(
+            index=self._every,
+            expand_wildcards="closed",
+            allow_no_indices=True,
+            request_timeout=self._write_timeout,
+        )
+        return sorted(cast(dict[str, Any], found))
+
     def count(self) -> int:
-        """Chunks held (all tenants)."""
+        """Chunks held (all tenants) in the indexes that can be read (closed ones are not)."""
         response = cast(dict[str, Any], self._client.count(index=self._every))
         return int(response["count"])
 

@@ -173,8 +173,13 @@ def test_a_closed_tenant_index_fails_the_arm_rather_than_read_as_empty(
             store.search("acme", "parcel", 5)
         with pytest.raises(TransportError):
             store.delete("acme", "d")
+        # Listed as missing, its chunks' dense copies would go in `verify --repair
+        # --drop-partial`.
+        with pytest.raises(OpenSearchMappingError, match="closed tenant indexes"):
+            store.inventory()
     finally:
         client.indices.open(index=tenant_index(prefix, "acme"))
+    assert [c.document_id for c in store.inventory()] == ["d"]
     assert store.delete("acme", "d") == 1
 
 
