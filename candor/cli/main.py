@@ -265,7 +265,7 @@ def _verify_stores(args: argparse.Namespace, settings: Settings) -> int:
     from retrieval_svc.embed.minilm import MiniLMEmbedder
     from retrieval_svc.knowledge_base import collection_dim
     from retrieval_svc.reconcile import find_drift, repair
-    from retrieval_svc.stores.base import StoreMissing
+    from retrieval_svc.stores.base import StoreMissing, StoreUnlistable
     from retrieval_svc.stores.data_dir import check_start_space, opening_data_dir
     from retrieval_svc.stores.deferred import unreachable
     from retrieval_svc.stores.factory import open_dense, open_keyword
@@ -299,7 +299,11 @@ def _verify_stores(args: argparse.Namespace, settings: Settings) -> int:
         print(f"candor: {exc}: nothing to verify; pass the service's --config", file=sys.stderr)
         return 2
     try:
-        drifts = find_drift(dense.inventory(), keyword.inventory())
+        try:
+            drifts = find_drift(dense.inventory(), keyword.inventory())
+        except StoreUnlistable as exc:
+            print(f"candor: {exc}", file=sys.stderr)
+            return 2
         for d in drifts:
             print(f"{d.kind:<16} tenant={d.tenant} document={d.document_id}: {d.detail}")
         print(f"{len(drifts)} document(s) drifted")

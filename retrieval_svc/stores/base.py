@@ -21,6 +21,11 @@ class StoreMissing(RuntimeError):
     """A store opened only to be read (``create=False``: candor verify) does not exist."""
 
 
+class StoreUnlistable(RuntimeError):
+    """A store cannot list all it holds (``inventory``): part of it cannot be read now, and
+    what it left out would read as missing."""
+
+
 class StoreReadOnly(RuntimeError):
     """The store refuses every write for a reason no document causes (an OpenSearch index
     blocked at the disk flood stage, or by hand): retrying, alone or document by document,

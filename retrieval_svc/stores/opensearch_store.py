@@ -37,7 +37,14 @@ from opensearchpy.exceptions import NotFoundError, RequestError, TransportError
 
 from candor.runtime.validation import TENANT
 from candor.settings import OpenSearchSettings
-from retrieval_svc.stores.base import Chunk, Hit, StoredChunk, StoreMissing, StoreReadOnly
+from retrieval_svc.stores.base import (
+    Chunk,
+    Hit,
+    StoredChunk,
+    StoreMissing,
+    StoreReadOnly,
+    StoreUnlistable,
+)
 from retrieval_svc.stores.keyword_query import MAX_TOKEN_BYTES, query_words
 
 if TYPE_CHECKING:
@@ -721,7 +728,7 @@ class OpenSearchKeywordStore:
         # A wildcard reads open indexes only: a closed tenant's chunks would be listed as
         # missing here, and `verify --repair --drop-partial` would delete their dense copies.
         if self._per_tenant and (closed := self._closed_tenant_indexes()):
-            raise OpenSearchMappingError(
+            raise StoreUnlistable(
                 f"closed tenant indexes cannot be listed: {', '.join(closed)}. Open them "
                 "(POST /<index>/_open) and run again; their chunks would read as missing."
             )

@@ -17,7 +17,7 @@ from opensearchpy import OpenSearch
 from opensearchpy.exceptions import TransportError
 
 from candor.settings import OpenSearchSettings
-from retrieval_svc.stores.base import StoreMissing
+from retrieval_svc.stores.base import StoreMissing, StoreUnlistable
 from retrieval_svc.stores.opensearch_store import (
     INDEX_SETTINGS,
     MAPPING,
@@ -175,7 +175,7 @@ def test_a_closed_tenant_index_fails_the_arm_rather_than_read_as_empty(
             store.delete("acme", "d")
         # Listed as missing, its chunks' dense copies would go in `verify --repair
         # --drop-partial`.
-        with pytest.raises(OpenSearchMappingError, match="closed tenant indexes"):
+        with pytest.raises(StoreUnlistable, match="closed tenant indexes"):
             store.inventory()
     finally:
         client.indices.open(index=tenant_index(prefix, "acme"))
@@ -209,3 +209,40 @@ def test_the_keyword_bench_measures_both_layouts_and_leaves_no_index(
     layouts = {key.split(":")[0] for key in json.loads(out.read_text())}
     assert layouts == {"tantivy", "opensearch-shared", "opensearch-per-tenant"}
     assert set(client.indices.get(index="*", expand_wildcards="all")) == before
+
+
+def test_verify_with_a_closed_tenant_index_is_one_line_and_repairs_nothing(
+    open_store: Opener,
+    client: OpenSearch,
+    prefix: str,
+    opensearch_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from candor.cli.main import main
+    from retrieval_svc.stores.edge import EdgeDenseStore
+
+    EdgeDenseStore(tmp_path / "dense", 384).close()  # the dense store verify reads (empty)
+    store = open_store()
+    store.replace("acme", "d", [chunk("acme", "d", 0, text="parcel")])
+    store.replace("globex", "d", [chunk("globex", "d", 0, text="parcel")])
+    for name, value in {
+        "CANDOR_DATA_DIR": str(tmp_path),
+        "CANDOR_RETRIEVAL__KEYWORD_BACKEND": "opensearch",
+        "CANDOR_RETRIEVAL__OPENSEARCH__HOSTS": opensearch_url,
+        "CANDOR_RETRIEVAL__OPENSEARCH__INDEX": prefix,
+        "CANDOR_RETRIEVAL__OPENSEARCH__INDEX_PER_TENANT": "true",
+    }.items():
+        monkeypatch.setenv(name, value)
+    client.indices.close(index=tenant_index(prefix, "acme"))
+    try:
+        assert main(["verify", "--repair", "--drop-partial"]) == 2
+    finally:
+        client.indices.open(index=tenant_index(prefix, "acme"))
+    err = capsys.readouterr().err
+    assert err.startswith("candor: closed tenant indexes cannot be listed: ")
+    assert len(err.strip().splitlines()) == 1
+    assert sorted(c.tenant for c in store.inventory()) == ["acme", "globex"]  # none deleted
+    assert main(["verify"]) == 1  # open again: both chunks listed (the dense store lacks them)
+    assert capsys.readouterr().out.count("missing_dense") == 2
