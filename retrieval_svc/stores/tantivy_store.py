@@ -119,7 +119,7 @@ def tenant_dir_name(tenant: str) -> str:
 def _committed_count(tenant: str, path: Path) -> int:
     """The live documents of the index at ``path`` as its meta.json records them, without
     opening it: every open index starts a file-watcher thread, and opening 2,000 tenants' at
-    start-up peaked at about 1,500 threads, past a container's pids limit (tantivy then
+    start-up peaked at 1,229 threads, past many a container's pids limit (tantivy then
     panics)."""
     try:
         live = 0
@@ -346,8 +346,8 @@ class TantivyKeywordStore:
 
     def delete(self, tenant: str, document_id: str) -> int:
         key = _doc_key(tenant, document_id)
-        # Counted and deleted under one lock: two deletes of a document counted it twice, and
-        # a write landing between the count and the delete was reported as not there.
+        # Counted and deleted under one lock: two deletes of a document at once both reported
+        # it deleted, and a write landing between the count and the delete went uncounted.
         with self._lock:
             t = self._tenant(tenant, create=False)
             if t is None:
