@@ -429,12 +429,16 @@ class OpenSearchKeywordStore:
             self._check_found(concrete, {concrete: body})
         self._warn_about_settings(found)
 
-    def _indices(self, pattern: str) -> dict[str, Any]:
+    def _indices(self, pattern: str, **params: Any) -> dict[str, Any]:
         """What OpenSearch says about the indices ``pattern`` names (mappings and settings)."""
         return cast(
             dict[str, Any],
-            self._client.indices.get(index=pattern, request_timeout=self._write_timeout),
+            self._client.indices.get(index=pattern, request_timeout=self._write_timeout, **params),
         )
+
+    def _no_tenant_index(self, exc: NotFoundError) -> bool:
+        """``exc`` says the tenant has no index of its own yet (not: a closed one)."""
+        return self._per_tenant and exc.error == _NO_INDEX
 
     def _warn_about_settings(self, found: Mapping[str, Any]) -> None:
         """An index made elsewhere may have the right fields but other settings: say so."""
@@ -621,7 +625,7 @@ class OpenSearchKeywordStore:
                 ),
             )
         except NotFoundError as exc:
-            if self._per_tenant and exc.error == _NO_INDEX:
+            if self._no_tenant_index(exc):
                 return 0  # the tenant has no index of its own yet: nothing to delete
             raise
         except TransportError as exc:
@@ -674,7 +678,7 @@ class OpenSearchKeywordStore:
         except NotFoundError as exc:
             # Only a missing index: a closed one (ignore_unavailable would skip it too) is a
             # failing arm, not a tenant with nothing.
-            if self._per_tenant and exc.error == _NO_INDEX:
+            if self._no_tenant_index(exc):
                 return []
             raise
         hits: list[Hit] = []
@@ -764,13 +768,7 @@ class OpenSearchKeywordStore:
             yield str(h["_id"]), cast(dict[str, Any], h.get("_source") or {})
 
     def _closed_tenant_indexes(self) -> list[str]:
-        found = self._client.indices.get(
-            index=self._every,
-            expand_wildcards="closed",
-            allow_no_indices=True,
-            request_timeout=self._write_timeout,
-        )
-        return sorted(cast(dict[str, Any], found))
+        return sorted(self._indices(self._every, expand_wildcards="closed", allow_no_indices=True))
 
     def count(self) -> int:
         """Chunks held (all tenants) in the indexes that can be read (closed ones are not)."""

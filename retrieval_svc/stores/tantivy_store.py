@@ -220,8 +220,7 @@ class TantivyKeywordStore:
         keep whichever was registered first.
         """
         with self._open_lock:
-            if (found := self._open.get(tenant)) is not None:
-                self._open.move_to_end(tenant)
+            if (found := self._registered(tenant)) is not None:
                 return found
         where = self._path / TENANTS_DIR / tenant_dir_name(tenant)
         if not create and not (where / INDEX_META).exists():
@@ -229,14 +228,20 @@ class TantivyKeywordStore:
         where.mkdir(exist_ok=True)
         opened = _Tenant(tenant, where, self._schema)
         with self._open_lock:
-            if (found := self._open.get(tenant)) is not None:
-                self._open.move_to_end(tenant)
+            if (found := self._registered(tenant)) is not None:
                 return found
             self._open[tenant] = opened
             idle = [t for t, o in self._open.items() if o.writer is None and t != tenant]
             for t in idle[: max(0, len(self._open) - OPEN_INDEXES)]:
                 del self._open[t]
         return opened
+
+    def _registered(self, tenant: str) -> _Tenant | None:
+        """The tenant's open index, now the most recently used, or None; call under the
+        open lock."""
+        if (found := self._open.get(tenant)) is not None:
+            self._open.move_to_end(tenant)
+        return found
 
     def _writer(self, tenant: str) -> tuple[_Tenant, tantivy.IndexWriter]:
         """The tenant's index and writer, closing the least recently used writers past
@@ -286,9 +291,7 @@ class TantivyKeywordStore:
                     "from the keyword arm; the next write starts a new index. Re-ingest "
                     "the tenant's documents (candor reindex).",
                 ) from exc
-            if not isinstance(exc, Exception):
-                raise
-            if DEAD_WRITER not in str(exc):
+            if not isinstance(exc, Exception) or DEAD_WRITER not in str(exc):
                 raise
             # The error that killed the worker thread is lost with it; the disk it
             # writes to is the usual suspect, so say how full it is.
