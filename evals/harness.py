@@ -40,9 +40,9 @@ from gate_svc.reader_view import ReaderView, reader_texts
 from gate_svc.signals import CandidateView, compute_signals
 from generator_svc.llm.base import EvidenceItem, LLMBackend
 from retrieval_svc.embed.factory import open_embedders
-from retrieval_svc.fusion import best_first
 from retrieval_svc.ingest import SourceDocument
 from retrieval_svc.knowledge_base import KnowledgeBase, RetrievalResult, RetrieveParams
+from retrieval_svc.stores.base import best_first
 from retrieval_svc.stores.edge import EdgeDenseStore
 from retrieval_svc.stores.tantivy_store import TantivyKeywordStore
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from retrieval_svc.stores.base import Chunk, Hit
+from retrieval_svc.stores.base import Chunk, Hit, best_first
 
 RRF_K = 60
 DENSE_WEIGHT = 0.7
@@ -36,15 +36,6 @@ class FusedCandidate:
     @property
     def in_both(self) -> bool:
         return self.dense is not None and self.keyword is not None
-
-
-def best_first(hits: Sequence[Hit]) -> list[Hit]:
-    """One arm's hits by score, equal scores by chunk id.
-
-    Stores return equal scores (duplicate texts) in an order of their own that differs between
-    builds of the same corpus; ranks feed RRF, so the order must not depend on it.
-    """
-    return sorted(hits, key=lambda h: (-h.score, h.chunk.chunk_id))
 
 
 Version = tuple[str, str, str]

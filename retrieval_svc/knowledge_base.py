@@ -37,6 +37,7 @@ from retrieval_svc.stores.base import (
     Hit,
     KeywordStore,
     StoreReadOnly,
+    best_first,
 )
 from retrieval_svc.stores.data_dir import DataDirError, LowDiskSpace
 
@@ -791,7 +792,7 @@ class KnowledgeBase:
             ]
             arms[arm] = [
                 fusion.RankedHit(h.chunk, h.score, rank)
-                for rank, h in enumerate(fusion.best_first(hits), start=1)
+                for rank, h in enumerate(best_first(hits), start=1)
             ]
         every = max(len(fused), 1)
         if p.fusion == "weighted":

@@ -294,6 +294,9 @@ def _verify_stores(args: argparse.Namespace, settings: Settings) -> int:
         if isinstance(exc, Exception) and unreachable(exc):
             print(f"candor: cannot reach the keyword store: {_first_line(exc)}", file=sys.stderr)
             return 2
+        if isinstance(exc, StoreUnlistable):
+            print(f"candor: {exc}", file=sys.stderr)
+            return 2
         if not isinstance(exc, StoreMissing):
             raise
         print(f"candor: {exc}: nothing to verify; pass the service's --config", file=sys.stderr)

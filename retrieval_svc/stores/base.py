@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -59,6 +59,43 @@ class Hit:
 
     chunk: Chunk
     score: float
+
+
+def best_first(hits: Sequence[Hit]) -> list[Hit]:
+    """One arm's hits by score, equal scores by chunk id.
+
+    Stores return equal scores (duplicate texts) in an order of their own that differs between
+    builds of the same corpus; ranks feed RRF, so the order must not depend on it.
+    """
+    return sorted(hits, key=lambda h: (-h.score, h.chunk.chunk_id))
+
+
+TIE_SCAN = 4
+"""How far past its limit a search reads hits tied with its last place, as a multiple of it."""
+
+
+def best_hits(search: Callable[[int], Sequence[Hit]], limit: int) -> list[Hit]:
+    """The ``limit`` best of ``search(n)``'s hits, best first, a tie at the limit cut by chunk id.
+
+    A store orders equal scores (copies of one text) by where it keeps them, which follows
+    write order and segment merges, so which of the tied chunks made the limit differed between
+    two builds of one corpus. The tie is read whole, up to ``TIE_SCAN`` times the limit (past
+    that, a few thousand copies of one text, the store's order decides).
+    """
+    if limit <= 0:
+        return []
+    wanted = limit + 1
+    while True:
+        hits = search(wanted)
+        if len(hits) < wanted or hits[-1].score < hits[limit - 1].score:
+            break
+        if wanted >= limit * TIE_SCAN:
+            break
+        wanted = min(wanted * 2, limit * TIE_SCAN)
+    if len(hits) <= limit:
+        return best_first(hits)
+    edge = hits[limit - 1].score
+    return best_first([h for h in hits if h.score >= edge])[:limit]
 
 
 @dataclass(frozen=True)

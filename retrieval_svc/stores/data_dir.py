@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from candor.settings import RetrievalSettings
-from retrieval_svc.stores.base import StoreMissing
+from retrieval_svc.stores.base import StoreMissing, StoreUnlistable
 
 LOCK_NAME = ".candor.lock"
 
@@ -132,8 +132,8 @@ def opening_data_dir(settings: RetrievalSettings) -> Iterator[None]:
     DataDirError naming the directory, the store's own error chained, not as its traceback."""
     try:
         yield
-    except (DataDirError, StoreMissing):
-        raise  # already say what is wrong with the directory
+    except (DataDirError, StoreMissing, StoreUnlistable):
+        raise  # already say what is wrong (the directory, or a store's own state)
     except Exception as exc:
         if not embedded_dirs(settings):
             raise

@@ -29,7 +29,7 @@ from qdrant_edge import (
 )
 
 from candor.lru import LRU
-from retrieval_svc.stores.base import Chunk, Hit, StoredChunk
+from retrieval_svc.stores.base import Chunk, Hit, StoredChunk, best_hits
 from retrieval_svc.stores.data_dir import check_free_space
 
 # Keyword values, not booleans: Edge 0.9 does not match MatchValue(True) on bool payloads.
@@ -159,14 +159,19 @@ class EdgeDenseStore:
         nearest = Query.Nearest([float(x) for x in vector])
         with self._lock:
             everything = self._matches_every_point(tenant, include_unpublished, must)
-            request = QueryRequest(
-                limit=limit,
-                query=nearest,
-                filter=None if everything else Filter(must=must),
-                with_payload=True,
-            )
-            points = self._shard.query(request)
-        return [Hit(_chunk(p.payload or {}), float(p.score)) for p in points]
+
+            def nearest_n(n: int) -> list[Hit]:
+                request = QueryRequest(
+                    limit=n,
+                    query=nearest,
+                    filter=None if everything else Filter(must=must),
+                    with_payload=True,
+                )
+                return [
+                    Hit(_chunk(p.payload or {}), float(p.score)) for p in self._shard.query(request)
+                ]
+
+            return best_hits(nearest_n, limit)
 
     def _matches_every_point(self, tenant: str, include_unpublished: bool, must: list[Any]) -> bool:
         """Whether the search filter would keep every point (one tenant, all published).

@@ -424,6 +424,7 @@ class OpenSearchKeywordStore:
         # tenants must not be thousands of round trips.
         found = self._indices(self._every)
         if not create and not found:
+            self._refuse_closed()  # every tenant index closed: not "nothing to verify"
             raise StoreMissing(f"no OpenSearch index matches {self._every!r}")
         for concrete, body in sorted(found.items()):
             self._check_found(concrete, {concrete: body})
@@ -660,6 +661,10 @@ class OpenSearchKeywordStore:
         body = {
             "size": limit,
             "track_total_hits": False,
+            # Equal scores otherwise come in Lucene's doc order, which follows segment merges:
+            # which tied chunks made the limit differed between builds (tantivy's did too).
+            "sort": ["_score", {"chunk_id": "asc"}],
+            "track_scores": True,
             "_source": _SOURCE_FIELDS,
             "query": {
                 "bool": {
@@ -731,11 +736,8 @@ class OpenSearchKeywordStore:
     def inventory(self) -> list[StoredChunk]:
         # A wildcard reads open indexes only: a closed tenant's chunks would be listed as
         # missing here, and `verify --repair --drop-partial` would delete their dense copies.
-        if self._per_tenant and (closed := self._closed_tenant_indexes()):
-            raise StoreUnlistable(
-                f"closed tenant indexes cannot be listed: {', '.join(closed)}. Open them "
-                "(POST /<index>/_open) and run again; their chunks would read as missing."
-            )
+        if self._per_tenant:
+            self._refuse_closed()
         out = []
         for doc_id, s in self._scan_sources(_INVENTORY_FIELDS):
             if not _strings(s, _INVENTORY_KEYS):
@@ -767,8 +769,16 @@ class OpenSearchKeywordStore:
         for h in hits:
             yield str(h["_id"]), cast(dict[str, Any], h.get("_source") or {})
 
-    def _closed_tenant_indexes(self) -> list[str]:
-        return sorted(self._indices(self._every, expand_wildcards="closed", allow_no_indices=True))
+    def _refuse_closed(self) -> None:
+        """Raise StoreUnlistable while a tenant index is closed."""
+        closed = sorted(
+            self._indices(self._every, expand_wildcards="closed", allow_no_indices=True)
+        )
+        if closed:
+            raise StoreUnlistable(
+                f"closed tenant indexes cannot be listed: {', '.join(closed)}. Open them "
+                "(POST /<index>/_open) and run again; their chunks would read as missing."
+            )
 
     def count(self) -> int:
         """Chunks held (all tenants) in the indexes that can be read (closed ones are not)."""

@@ -19,7 +19,7 @@ from qdrant_client import QdrantClient, models
 from qdrant_client.conversions.common_types import PointId
 
 from candor.settings import QdrantSettings
-from retrieval_svc.stores.base import Chunk, Hit, StoredChunk, StoreMissing
+from retrieval_svc.stores.base import Chunk, Hit, StoredChunk, StoreMissing, best_hits
 from retrieval_svc.stores.edge import PUBLISHED, STAGED, _chunk, _payload, point_id
 
 log = logging.getLogger(__name__)
@@ -281,15 +281,19 @@ class QdrantDenseStore:
         must: list[models.Condition] = [_eq("tenant", tenant)]
         if not include_unpublished:
             must.append(_eq("visibility", PUBLISHED))
-        response = self._client.query_points(
-            self._collection,
-            query=[float(x) for x in vector],
-            query_filter=models.Filter(must=must),
-            limit=limit,
-            with_payload=True,
-            timeout=self._search_timeout,
-        )
-        return [Hit(_chunk(p.payload or {}), float(p.score)) for p in response.points]
+
+        def nearest(n: int) -> list[Hit]:
+            response = self._client.query_points(
+                self._collection,
+                query=[float(x) for x in vector],
+                query_filter=models.Filter(must=must),
+                limit=n,
+                with_payload=True,
+                timeout=self._search_timeout,
+            )
+            return [Hit(_chunk(p.payload or {}), float(p.score)) for p in response.points]
+
+        return best_hits(nearest, limit)
 
     def count(self) -> int:
         """Chunks held (all tenants, staged included)."""

@@ -25,7 +25,7 @@ import tantivy
 from candor.files import fsync_dir, write_atomically
 from candor.runtime.validation import TENANT
 from retrieval_svc.stores import data_dir
-from retrieval_svc.stores.base import Chunk, Hit, StoredChunk
+from retrieval_svc.stores.base import Chunk, Hit, StoredChunk, best_hits
 from retrieval_svc.stores.data_dir import check_free_space
 from retrieval_svc.stores.keyword_query import query_words
 
@@ -378,10 +378,13 @@ class TantivyKeywordStore:
                 raise
             return []  # every word's tokens were over the analyser's length limit
         searcher = t.index.searcher()
-        return [
-            Hit(_chunk(searcher.doc(address)), float(score))
-            for score, address in searcher.search(matched, limit).hits
-        ]
+        return best_hits(
+            lambda n: [
+                Hit(_chunk(searcher.doc(address)), float(score))
+                for score, address in searcher.search(matched, n).hits
+            ],
+            limit,
+        )
 
     def get(self, tenant: str, chunk_ids: Sequence[str]) -> list[Chunk]:
         ids = sorted(set(chunk_ids))

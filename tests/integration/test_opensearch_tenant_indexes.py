@@ -211,7 +211,9 @@ def test_the_keyword_bench_measures_both_layouts_and_leaves_no_index(
     assert set(client.indices.get(index="*", expand_wildcards="all")) == before
 
 
+@pytest.mark.parametrize("closed", [["acme"], ["acme", "globex"]], ids=["one", "every"])
 def test_verify_with_a_closed_tenant_index_is_one_line_and_repairs_nothing(
+    closed: list[str],
     open_store: Opener,
     client: OpenSearch,
     prefix: str,
@@ -235,11 +237,14 @@ def test_verify_with_a_closed_tenant_index_is_one_line_and_repairs_nothing(
         "CANDOR_RETRIEVAL__OPENSEARCH__INDEX_PER_TENANT": "true",
     }.items():
         monkeypatch.setenv(name, value)
-    client.indices.close(index=tenant_index(prefix, "acme"))
+    # With every tenant index closed, a wildcard matched nothing and verify said "nothing to
+    # verify; pass the service's --config", which sends an operator after the wrong thing.
+    names = ",".join(tenant_index(prefix, tenant) for tenant in closed)
+    client.indices.close(index=names)
     try:
         assert main(["verify", "--repair", "--drop-partial"]) == 2
     finally:
-        client.indices.open(index=tenant_index(prefix, "acme"))
+        client.indices.open(index=names)
     err = capsys.readouterr().err
     assert err.startswith("candor: closed tenant indexes cannot be listed: ")
     assert len(err.strip().splitlines()) == 1

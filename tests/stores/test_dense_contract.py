@@ -83,6 +83,28 @@ def test_search_respects_limit(dense_store: DenseStore) -> None:
     assert _ids(hits) == ["d0#p0c0", "d1#p0c0"]
 
 
+@pytest.mark.parametrize("write_order", ["first_to_last", "last_to_first", "one_batch_reversed"])
+def test_chunks_tied_at_the_limit_are_cut_by_chunk_id(
+    dense_store: DenseStore, write_order: str
+) -> None:
+    # Copies of one text embed alike. Which of them make the list must not follow where the
+    # store keeps them (both stores kept the first or the last written).
+    tied = [f"d{i:02}" for i in range(12)]
+    _publish(dense_store, [("t", "best", [1, 0])])
+    if write_order == "one_batch_reversed":
+        dense_store.upsert([chunk("t", d, 0) for d in reversed(tied)], vecs(*[vec(1, 1)] * 12))
+        for d in tied:
+            dense_store.publish("t", d, "g1")
+    else:
+        order = tied if write_order == "first_to_last" else tied[::-1]
+        _publish(dense_store, [("t", d, [1, 1]) for d in order])
+
+    hits = dense_store.search("t", vec(1, 0.2), limit=5, include_unpublished=False)
+
+    assert _ids(hits) == ["best#p0c0", "d00#p0c0", "d01#p0c0", "d02#p0c0", "d03#p0c0"]
+    assert len({h.score for h in hits[1:]}) == 1, "the copies should tie"
+
+
 def test_search_with_limit_zero_is_empty(dense_store: DenseStore) -> None:
     _publish(dense_store, [("t", "doc", [1])])
 

@@ -66,6 +66,34 @@ def test_search_respects_limit(keyword_store: KeywordStore) -> None:
     assert len(keyword_store.search("t", "parcel", limit=2)) == 2
 
 
+@pytest.mark.parametrize("write_order", ["first_to_last", "last_to_first", "one_batch_reversed"])
+def test_chunks_tied_at_the_limit_are_cut_by_chunk_id(
+    keyword_store: KeywordStore, write_order: str
+) -> None:
+    # Identical texts score alike. Which of them make the list must not follow the store's own
+    # order (writes, segments, merges): it feeds RRF, and it differed between builds of a corpus.
+    tied = [f"d{i:02}" for i in range(12)]
+    keyword_store.replace("t", "best", [chunk("t", "best", 0, text="parcel parcel tracking")])
+    if write_order == "one_batch_reversed":
+        keyword_store.replace_many(
+            [("t", d, [chunk("t", d, 0, text="parcel tracking")]) for d in reversed(tied)]
+        )
+    else:
+        _write(
+            keyword_store,
+            "t",
+            {
+                d: "parcel tracking"
+                for d in (tied if write_order == "first_to_last" else tied[::-1])
+            },
+        )
+
+    hits = keyword_store.search("t", "parcel", limit=5)
+
+    assert _docs(hits) == ["best", "d00", "d01", "d02", "d03"]
+    assert len({h.score for h in hits[1:]}) == 1, "the texts should tie"
+
+
 def test_search_with_limit_zero_is_empty(
     request: pytest.FixtureRequest, keyword_backend: Backend[KeywordStore]
 ) -> None:

@@ -97,7 +97,9 @@ def test_a_search_asks_qdrant_to_give_up_when_the_arm_does(
     # arm had abandoned at 2 s holding one of the arm's four threads.
     client = Recording()
     store = QdrantDenseStore(client, "candor-search", DIM, search_timeout_seconds=arm_timeout)
-    store.upsert(_chunks(3), np.ones((3, DIM), dtype=np.float32))
+    # Distinct scores: a tie at the limit is read with a second, longer query.
+    vectors = np.random.default_rng(0).random((3, DIM), dtype=np.float32)
+    store.upsert(_chunks(3), vectors)
     assert store.search("t", np.ones(DIM, dtype=np.float32), 2, include_unpublished=True)
     assert client.query_timeouts == [sent]
 
