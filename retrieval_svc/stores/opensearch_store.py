@@ -463,27 +463,40 @@ class OpenSearchKeywordStore:
         return tenant_index(self._index, tenant) if self._per_tenant else self._index
 
     def _ensure_index(self, index: str) -> None:
-        if not self._client.indices.exists(index=index):
-            try:
-                self._client.indices.create(
-                    index=index,
-                    body={"settings": INDEX_SETTINGS, "mappings": MAPPING},
-                    request_timeout=self._write_timeout,
-                )
-                log.info("created OpenSearch index", extra={"index": index})
+        """Check ``index`` has candor's mapping, creating it first if it is missing. Every write
+        asks, so an index that exists costs one round trip (an existence check before it was a
+        second)."""
+        # ignore=404: the client would log each tenant's first write as a failed request.
+        found = self._indices(index, ignore=404)
+        if found.get("status") == 404:  # an index's entry is a dict, never the int
+            if not _index_missing(found.get("error")):
+                raise NotFoundError(404, str(found.get("error")), found)
+            if self._create_index(index):
                 return
-            except RequestError as exc:
-                if "max_shards_per_node" in str(exc.info) or "maximum shards open" in str(exc.info):
-                    raise OpenSearchWriteError(
-                        f"OpenSearch refused to create {index!r}: the cluster is at its shard "
-                        "limit (cluster.max_shards_per_node). With opensearch.index_per_tenant "
-                        "every tenant needs a shard (and one per replica): raise the limit, add "
-                        f"data nodes, or share one index. OpenSearch said: {exc.info}"
-                    ) from exc
-                # Another replica of the service created it first: check it like any other.
-                if exc.error != "resource_already_exists_exception":
-                    raise
-        self._check_found(index, self._indices(index))
+            found = self._indices(index)  # another replica of the service created it first
+        self._check_found(index, found)
+
+    def _create_index(self, index: str) -> bool:
+        """Create ``index``; False when it already exists."""
+        try:
+            self._client.indices.create(
+                index=index,
+                body={"settings": INDEX_SETTINGS, "mappings": MAPPING},
+                request_timeout=self._write_timeout,
+            )
+        except RequestError as exc:
+            if "max_shards_per_node" in str(exc.info) or "maximum shards open" in str(exc.info):
+                raise OpenSearchWriteError(
+                    f"OpenSearch refused to create {index!r}: the cluster is at its shard "
+                    "limit (cluster.max_shards_per_node). With opensearch.index_per_tenant "
+                    "every tenant needs a shard (and one per replica): raise the limit, add "
+                    f"data nodes, or share one index. OpenSearch said: {exc.info}"
+                ) from exc
+            if exc.error != "resource_already_exists_exception":
+                raise
+            return False
+        log.info("created OpenSearch index", extra={"index": index})
+        return True
 
     def _check_found(self, index: str, found: Mapping[str, Any]) -> None:
         """Refuse ``index`` (what ``found`` says of it) unless it is one index with candor's

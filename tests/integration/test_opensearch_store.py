@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace as dc_replace
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import numpy as np
@@ -428,6 +429,26 @@ def test_an_index_deleted_behind_its_back_comes_back_with_its_mapping(
     assert store.delete("Acme-Corp", "secret") == 1
     mapping = client.indices.get_mapping(index=index_name)[index_name]["mappings"]
     assert mapping["dynamic"] == "strict" and mapping["properties"]["tenant"]["type"] == "keyword"
+
+
+def test_a_write_to_an_index_that_exists_checks_it_in_one_round_trip(
+    store: OpenSearchKeywordStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.replace("acme", "refunds", [chunk("acme", "refunds", 0, REFUNDS)])
+    asked: list[str] = []
+    indices = store._client.indices
+    for name in ("exists", "get", "create"):
+        real = getattr(indices, name)
+
+        def spy(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            asked.append(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(indices, name, spy)
+
+    store.replace("acme", "refunds", [chunk("acme", "refunds", 0, REFUNDS + " Again.")])
+
+    assert asked == ["get"]  # exists-then-get was two, on every write
 
 
 # --- writes -----------------------------------------------------------------------------------
