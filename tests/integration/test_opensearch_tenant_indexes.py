@@ -251,3 +251,45 @@ def test_verify_with_a_closed_tenant_index_is_one_line_and_repairs_nothing(
     assert sorted(c.tenant for c in store.inventory()) == ["acme", "globex"]  # none deleted
     assert main(["verify"]) == 1  # open again: both chunks listed (the dense store lacks them)
     assert capsys.readouterr().out.count("missing_dense") == 2
+
+
+@pytest.mark.parametrize("guarded", [False, True], ids=["auto-create", "auto-create-refused"])
+def test_a_tenant_index_deleted_between_its_check_and_the_write(
+    guarded: bool,
+    open_store: Opener,
+    client: OpenSearch,
+    prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store = open_store()
+    store.replace("acme", "d", [chunk("acme", "d", 0, text="parcel")])
+    name = tenant_index(prefix, "acme")
+    checked = store._ensure_index
+
+    def check_then_lose(index: str) -> None:
+        checked(index)
+        client.indices.delete(index=index)
+
+    monkeypatch.setattr(store, "_ensure_index", check_then_lose)
+    # The hardening docs/operations.md asks for: OpenSearch makes no candor index on a write.
+    refused = {"action.auto_create_index": f"-{prefix}*,+*" if guarded else None}
+    client.cluster.put_settings(body={"transient": refused})
+    try:
+        if guarded:
+            with pytest.raises(OpenSearchWriteError, match="index_not_found_exception"):
+                store.replace("acme", "d", [chunk("acme", "d", 0, text="parcel box")])
+            assert _indices(client, prefix) == []
+        else:
+            # Without it the bulk write makes the index with a dynamic mapping.
+            store.replace("acme", "d", [chunk("acme", "d", 0, text="parcel box")])
+            assert client.indices.get_mapping(index=name)[name]["mappings"].get("dynamic") is None
+    finally:
+        client.cluster.put_settings(body={"transient": {"action.auto_create_index": None}})
+    monkeypatch.undo()
+    if guarded:
+        store.replace("acme", "d", [chunk("acme", "d", 0, text="parcel box")])  # the retry
+        assert client.indices.get_mapping(index=name)[name]["mappings"]["dynamic"] == "strict"
+        assert [h.chunk.text for h in store.search("acme", "box", 5)] == ["parcel box"]
+    else:
+        with pytest.raises(OpenSearchMappingError):
+            store.replace("acme", "d", [chunk("acme", "d", 0, text="parcel box")])
