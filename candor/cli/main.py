@@ -235,7 +235,7 @@ def _verify(args: argparse.Namespace) -> int:
     # an empty index as "0 document(s) drifted": a run from the wrong directory must fail.
     if embedded and not data_dir.is_dir():
         print(
-            f"candor: no data directory at {data_dir.resolve()} (retrieval.data_dir): "
+            f"candor: no data directory at {data_dir.resolve()} (data_dir): "
             "nothing to verify; pass the service's --config",
             file=sys.stderr,
         )

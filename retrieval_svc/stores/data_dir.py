@@ -56,7 +56,7 @@ def check_free_space(path: Path, floor_bytes: int, write_bytes: int = 0) -> None
             f"not enough free disk for the embedded stores in {path}: {free} bytes free, "
             f"{need} needed (retrieval.min_free_disk_mb {floor_bytes // MIB} MiB"
             + (f" plus ~{write_bytes} for this write)" if write_bytes else ")")
-            + "; free space on that filesystem (or move retrieval.data_dir) and retry"
+            + "; free space on that filesystem (or move data_dir) and retry"
         )
 
 
@@ -78,7 +78,7 @@ class DataDirLock:
             holder = self._file.read().strip() or "unknown"
             self._file.close()
             raise DataDirInUse(
-                f"retrieval.data_dir {path} is in use by another candor process (pid {holder}): "
+                f"data_dir {path} is in use by another candor process (pid {holder}): "
                 "stop it first (candor verify needs the server stopped too), or give this "
                 "process its own data_dir"
             ) from None

@@ -68,7 +68,7 @@ def test_too_little_free_disk_stops_start_up_before_the_stores_open(
     assert line["error"] == (
         f"not enough free disk for the embedded stores in {tmp_path / 'dense'}: "
         f"{8 * MIB} bytes free, {256 * MIB} needed (retrieval.min_free_disk_mb 256 MiB); "
-        "free space on that filesystem (or move retrieval.data_dir) and retry"
+        "free space on that filesystem (or move data_dir) and retry"
     )
     assert not (tmp_path / "dense").exists()
 
