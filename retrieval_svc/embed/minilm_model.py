@@ -65,7 +65,25 @@ def model_path(precision: Precision, cache_dir: Path | None = None) -> Path:
     return target
 
 
+class _QuantizerAdvice(logging.Filter):
+    """The quantizer logs about 30 lines of advice through the root logger ("consider
+    pre-processing", "parameters for tensor ... not specified") on a first start; they ask
+    nothing of whoever runs the service, and read like errors in its log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return f"onnxruntime{os.sep}quantization" not in record.pathname
+
+
 def _derive_q8(src: Path, target: Path) -> None:
+    advice = _QuantizerAdvice()
+    logging.getLogger().addFilter(advice)
+    try:
+        _fold_and_quantize(src, target)
+    finally:
+        logging.getLogger().removeFilter(advice)
+
+
+def _fold_and_quantize(src: Path, target: Path) -> None:
     # Imported here: only the one-off derivation needs the onnx package.
     from onnxruntime.quantization import QuantType, quantize_dynamic
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -91,6 +92,18 @@ def test_the_q8_graph_is_derived_once_and_reused(cache: Path, q8: MiniLMEmbedder
     assert path.stat().st_mtime_ns == stamp
     assert [p.name for p in cache.iterdir()] == [path.name]  # no temp files left behind
     assert minilm_model.model_path("fp32", cache) == minilm_model.source_model()
+
+
+def test_deriving_the_q8_graph_logs_none_of_the_quantizers_advice(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.DEBUG):
+        minilm_model.model_path("q8", tmp_path)
+    quantizer = [r for r in caplog.records if "onnxruntime" in r.pathname]
+    assert quantizer == [], [r.getMessage() for r in quantizer[:3]]
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("candor")] == [
+        "deriving the q8 MiniLM graph (once)"
+    ]
 
 
 def test_cache_dir_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
