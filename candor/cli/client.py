@@ -436,13 +436,17 @@ def delete(
 def print_progress(done: int, total: int) -> None:
     width = 30
     filled = int(width * done / max(total, 1))
-    end = "\n" if done >= total else ""
-    print(
-        f"\r  ingest [{'#' * filled}{'.' * (width - filled)}] {done}/{total}",
-        end=end,
-        file=sys.stderr,
-        flush=True,
-    )
+    bar = f"  ingest [{'#' * filled}{'.' * (width - filled)}] {done}/{total}"
+    if sys.stderr.isatty():
+        print(f"\r{bar}", end="\n" if done >= total else "", file=sys.stderr, flush=True)
+    else:
+        # A log file keeps the carriage returns, and the bars ran together on one line.
+        print(bar, file=sys.stderr, flush=True)
+
+
+def n_documents(n: int) -> str:
+    """``n`` with "document" or "documents"."""
+    return f"{n} document" if n == 1 else f"{n} documents"
 
 
 @dataclass

@@ -203,7 +203,7 @@ def _demo(services: list, started: float) -> None:  # type: ignore[type-arg]
     with grpc.insecure_channel(by_name["RetrievalService"]) as ch:
         report = client.ingest(ch, SAMPLES, "default", None, progress=client.print_progress)
     print(
-        f"candor: ingested {report.written} documents ({report.chunks} chunks), "
+        f"candor: ingested {client.n_documents(report.written)} ({report.chunks} chunks), "
         f"{report.failed} failed",
         file=sys.stderr,
     )
@@ -416,7 +416,7 @@ def _main(argv: list[str] | None = None) -> int:
                     hypothetical_questions=args.hypothetical_questions,
                 )
                 print(
-                    f"ingested {report.written} documents ({report.chunks} chunks), "
+                    f"ingested {client.n_documents(report.written)} ({report.chunks} chunks), "
                     f"{report.failed} failed, {report.skipped} files skipped"
                 )
                 return 1 if report.failed else 0

@@ -75,3 +75,26 @@ def test_debug_shows_missing_facets_the_rewrite_and_the_shadow() -> None:
     assert "missing facets: gift, card" in out
     assert "searched as: gift card refund window" in out
     assert "shadow v2: PASS, confidence 0.700 (DISAGREES)" in out
+
+
+@pytest.mark.parametrize("tty", [True, False])
+def test_ingest_progress_is_one_line_a_batch_unless_on_a_terminal(
+    tty: bool, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.stderr.isatty", lambda: tty)
+    for done in (16, 32, 34):
+        client.print_progress(done, 34)
+    err = capsys.readouterr().err
+    if tty:
+        assert err.count("\r") == 3 and err.endswith("34/34\n")
+    else:
+        assert "\r" not in err
+        assert [line.split()[-1] for line in err.splitlines()] == ["16/34", "32/34", "34/34"]
+
+
+def test_a_count_of_documents_agrees_with_its_number() -> None:
+    assert [client.n_documents(n) for n in (0, 1, 2)] == [
+        "0 documents",
+        "1 document",
+        "2 documents",
+    ]
