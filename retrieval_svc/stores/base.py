@@ -84,14 +84,11 @@ def best_hits(search: Callable[[int], Sequence[Hit]], limit: int) -> list[Hit]:
     """
     if limit <= 0:
         return []
-    wanted = limit + 1
-    while True:
+    wanted, most = limit + 1, limit * TIE_SCAN
+    hits = search(wanted)
+    while len(hits) == wanted and hits[-1].score >= hits[limit - 1].score and wanted < most:
+        wanted = min(wanted * 2, most)
         hits = search(wanted)
-        if len(hits) < wanted or hits[-1].score < hits[limit - 1].score:
-            break
-        if wanted >= limit * TIE_SCAN:
-            break
-        wanted = min(wanted * 2, limit * TIE_SCAN)
     if len(hits) <= limit:
         return best_first(hits)
     edge = hits[limit - 1].score

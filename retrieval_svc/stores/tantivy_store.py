@@ -217,9 +217,10 @@ class TantivyKeywordStore:
             if (tenant_path / INDEX_META).exists():
                 self._counts[tenant] = _committed_count(tenant, tenant_path)
 
-    def _tenant(self, tenant: str, *, create: bool) -> _Tenant | None:
+    def _tenant(self, tenant: str, *, create: bool, register: bool = True) -> _Tenant | None:
         """The tenant's index, opened if need be; None when it has none and ``create`` is
         false (a read never makes a directory: unknown tenant names would fill the disk).
+        With ``register`` false, an index not already open is opened for the caller alone.
 
         The index is opened outside the lock: creating one writes and syncs files (1.5 ms
         here, more on a network volume), and Retrieve asks ``holds`` on its event loop, which
@@ -234,6 +235,8 @@ class TantivyKeywordStore:
             return None
         where.mkdir(exist_ok=True)
         opened = _Tenant(tenant, where, self._schema)
+        if not register:
+            return opened
         with self._open_lock:
             if (found := self._registered(tenant)) is not None:
                 return found
@@ -450,12 +453,10 @@ class TantivyKeywordStore:
             with self._open_lock:
                 t = self._registered(tenant)
             if t is None:
-                where = self._path / TENANTS_DIR / tenant_dir_name(tenant)
-                if not (where / INDEX_META).exists():
-                    continue
                 if opened and opened % INVENTORY_BATCH == 0:
                     time.sleep(WATCHER_LINGER_SECONDS)
-                t = _Tenant(tenant, where, self._schema)
+                if (t := self._tenant(tenant, create=False, register=False)) is None:
+                    continue
                 opened += 1
             t.index.reload()
             searcher = t.index.searcher()

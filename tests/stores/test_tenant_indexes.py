@@ -200,6 +200,13 @@ def _os_threads() -> int:
     raise AssertionError("no thread count in /proc/self/status")
 
 
+def _threads_once_watchers_end() -> int:
+    """The thread count after closed indexes' file-watcher threads end (within a second)."""
+    gc.collect()
+    time.sleep(1.5)
+    return _os_threads()
+
+
 def test_start_up_counts_each_tenant_without_opening_its_index(tmp_path: Path) -> None:
     # Every open index starts a file-watcher thread: opening 2,000 tenants' at start-up
     # peaked at about 1,500 threads, and under a pids limit tantivy panicked.
@@ -211,9 +218,7 @@ def test_start_up_counts_each_tenant_without_opening_its_index(tmp_path: Path) -
     store.delete("t7", "d2")
     store.close()
     del store
-    gc.collect()
-    time.sleep(1.5)  # the closed indexes' watcher threads end within a second
-    before = _os_threads()
+    before = _threads_once_watchers_end()
     reopened = TantivyKeywordStore(tmp_path)
     try:
         assert _os_threads() - before < 10, "start-up opened the tenants' indexes"
@@ -235,10 +240,9 @@ def test_an_inventory_of_many_tenants_lets_the_file_watchers_of_its_reads_end(
     )
     store.close()
     del store
-    gc.collect()
-    time.sleep(1.5)
+    before = _threads_once_watchers_end()
     reopened = TantivyKeywordStore(tmp_path)
-    before, peak, done = _os_threads(), [0], threading.Event()
+    peak, done = [0], threading.Event()
 
     def sample() -> None:
         while not done.is_set():
