@@ -8,6 +8,7 @@
                                     [--absent-fraction F] [--source SDIST_OR_JSON] [--cache-dir D]
     candor eval prepare helpcentre [--out DIR]
     candor eval prepare split DATASET --out DIR [--seed N] [--test-fraction F] [--resplit]
+    candor eval prepare tenants DATASET --per-tenant N --out DIR [--seed N]
 
 Also runnable as ``python -m evals.datasets halueval ...``.
 """
@@ -18,7 +19,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from evals.datasets import disflqa, halueval, helpcentre, split, squadshifts
+from evals.datasets import disflqa, halueval, helpcentre, split, squadshifts, tenants
 
 # name -> (add its options to a parser, run it with the parsed arguments, one-line help)
 BUILDERS: dict[
@@ -46,6 +47,11 @@ BUILDERS: dict[
         split.run,
         "a seeded train/test split of a dataset of your own (questions sharing a gold passage "
         "stay together)",
+    ),
+    "tenants": (
+        tenants.add_arguments,
+        tenants.run,
+        "a dataset dealt into tenants of N passages, each question asked where its evidence is",
     ),
 }
 
