@@ -63,8 +63,8 @@ def deal(dataset: Dataset, per_tenant: int, seed: int) -> tuple[list[Passage], l
             questions.append(replace(q, tenant=tenant, gold_ids=gold))
             continue
         near = q.meta.get("near_miss_id") if q.meta else None
-        tenant = tenant_of[near] if isinstance(near, str) and near in tenant_of else None
-        questions.append(replace(q, tenant=tenant or rng.choice(tenants)))
+        beside = tenant_of.get(near) if isinstance(near, str) else None
+        questions.append(replace(q, tenant=beside or rng.choice(tenants)))
     return corpus, questions
 
 
