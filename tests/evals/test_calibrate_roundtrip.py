@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -360,8 +361,9 @@ def test_eval_run_refuses_a_file_reusing_the_shipped_default_s_version(tmp_path:
     (data / "questions.jsonl").write_text(json.dumps(question) + "\n")
     edited = tmp_path / "edited-default.yaml"
     text = DEFAULT_POLICY_PATH.read_text()
-    assert "uncertain: 0.458666" in text
-    edited.write_text(text.replace("uncertain: 0.458666", "uncertain: 0.9"))
+    bound = re.search(r"^  uncertain: [0-9.]+$", text, re.M)
+    assert bound is not None
+    edited.write_text(text.replace(bound.group(0), "  uncertain: 0.9"))
     # Refused before anything is indexed: the shipped default's column is not replaced.
     with pytest.raises(SystemExit, match="names another config"):
         harness.run(data, tmp_path / "rows.jsonl", [edited], progress=False)

@@ -498,26 +498,40 @@ def test_a_signal_no_arm_observed_counts_against_passing_in_every_packaged_confi
             assert x >= lo and (hi is None or x <= hi), (name, x)
 
 
-def test_keyword_only_evidence_is_judged_with_the_dense_signals_against_it() -> None:
-    config = load_policy(DEFAULT_POLICY_PATH)
+# The configs fitted on today's features; the older fits also weigh ratios to the runner-up,
+# which five copies of one text (no rivals) set to their extremes.
+@pytest.mark.parametrize(
+    "path",
+    [DEFAULT_POLICY_PATH, DEFAULT_POLICY_PATH.parent / "policies" / "halueval-calibrated.yaml"],
+    ids=lambda p: p.name,
+)
+def test_keyword_only_evidence_is_judged_with_the_dense_signals_against_it(path: Path) -> None:
+    config = load_policy(path)
+    c = config.calibrated
     query = "How much does a Growth plan cost per month?"
+    text = "The Growth plan costs $49 per month with 2,000 labels included."
     views = [
-        dataclasses.replace(
-            cand(i, None, bm25=30.0 - i, fused=1 / (61 + i)),
-            text="The Growth plan costs $49 per month with 2,000 labels included.",
-        )
+        dataclasses.replace(cand(i, None, bm25=30.0 - i, fused=1 / (61 + i)), text=text)
         for i in range(1, 6)
     ]
-    as_if_fine = decide(views, config, query)
-    degraded = decide(views, config, query, missing_arms=("dense",))
-    # Read as 0, "neither arm agreed" weighed for passing: the degraded search looked better.
-    assert degraded.confidence < as_if_fine.confidence
+    # The same evidence had the dense arm answered as it usually does: its fitted mean cosine,
+    # and the two arms agreeing on the top candidate.
+    typical = [dataclasses.replace(v, cosine=c.means["top_cosine"], in_both=True) for v in views]
+    # Both read alike, so that only the dense arm's signals differ.
+    read = ReaderView((0.9,))
+    observed = decide(typical, config, query, reader=read)
+    degraded = decide(views, config, query, missing_arms=("dense",), reader=read)
+    # Read as 0, "neither arm agreed" was weighed for passing, and the degraded search looked
+    # better than a full one: a missing arm must never read better than a typical answer.
+    assert degraded.confidence < observed.confidence
     assert degraded.signals["top_in_both"] == 1.0  # the least favourable: agreement weighs against
+    assert degraded.signals["top_cosine"] < c.means["top_cosine"]
     assert degraded.signals["unobserved_arms"] == 1.0
     assert "without dense results" in degraded.detail
     assert "top_in_both" in degraded.detail
     # Nothing changes for a full search, or for a policy that is not the calibrated model.
-    assert decide(views, config, query, missing_arms=()).confidence == as_if_fine.confidence
+    as_given = decide(views, config, query)
+    assert decide(views, config, query, missing_arms=()).confidence == as_given.confidence
     seed = dataclasses.replace(config, policy="seed000")
     assert (
         decide(views, seed, query, missing_arms=("dense",)).detail
