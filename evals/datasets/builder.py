@@ -88,6 +88,19 @@ def write_built(
     return out
 
 
+def derived_manifest(
+    name: str, source: Path, source_manifest: Mapping[str, Any] | None, seed: int, **details: Any
+) -> dict[str, Any]:
+    """The manifest of a copy made from another dataset: what it came from, and how."""
+    return {
+        "name": name,
+        "source": str(source),
+        "source_manifest": dict(source_manifest or {}),
+        "seed": seed,
+        **details,
+    }
+
+
 def add_common_arguments(
     ap: argparse.ArgumentParser,
     *,

@@ -26,7 +26,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from evals.datasets.builder import first_further_below, linked_groups, write_built
+from evals.datasets.builder import (
+    derived_manifest,
+    first_further_below,
+    linked_groups,
+    write_built,
+)
 from evals.datasets.format import KINDS, Question, Split, load_dataset
 
 
@@ -102,15 +107,15 @@ def run(args: argparse.Namespace) -> int:
     groups = _groups(ds.questions)
     questions = _deal(ds.questions, groups, args.test_fraction, args.seed)
     counts = Counter(f"{q.split}:{q.kind}" for q in questions)
-    manifest = {
-        "name": f"{args.dataset.name} split",
-        "source": str(args.dataset),
-        "source_manifest": dict(ds.manifest or {}),
-        "seed": args.seed,
-        "test_fraction": args.test_fraction,
-        "groups": len(groups),
-        "split_x_kind": dict(sorted(counts.items())),
-    }
+    manifest = derived_manifest(
+        f"{args.dataset.name} split",
+        args.dataset,
+        ds.manifest,
+        args.seed,
+        test_fraction=args.test_fraction,
+        groups=len(groups),
+        split_x_kind=dict(sorted(counts.items())),
+    )
     write_built(args.out, ds.corpus, questions, manifest)
     print(f"wrote {args.out}: {json.dumps(manifest['split_x_kind'])}", file=sys.stderr)
     for kind in sorted({q.kind for q in questions}):

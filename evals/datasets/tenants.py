@@ -27,7 +27,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-from evals.datasets.builder import write_built
+from evals.datasets.builder import derived_manifest, write_built
 from evals.datasets.format import Dataset, Passage, Question, load_dataset
 
 TENANT_PREFIX = "part-"
@@ -90,15 +90,15 @@ def run(args: argparse.Namespace) -> int:
     dropped = sum(
         len(a.gold_ids) - len(b.gold_ids) for a, b in zip(ds.questions, questions, strict=True)
     )
-    manifest = {
-        "name": f"{args.dataset.name} in tenants of {args.per_tenant}",
-        "source": str(args.dataset),
-        "source_manifest": dict(ds.manifest or {}),
-        "seed": args.seed,
-        "per_tenant": args.per_tenant,
-        "tenants": len({p.tenant for p in corpus}),
-        "gold_ids_dropped": dropped,
-    }
+    manifest = derived_manifest(
+        f"{args.dataset.name} in tenants of {args.per_tenant}",
+        args.dataset,
+        ds.manifest,
+        args.seed,
+        per_tenant=args.per_tenant,
+        tenants=len({p.tenant for p in corpus}),
+        gold_ids_dropped=dropped,
+    )
     write_built(args.out, corpus, questions, manifest)
     print(
         f"wrote {args.out}: {manifest['tenants']} tenants, {dropped} gold ids dealt away",
