@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from candor.cli.client import status_line
 from candor.settings import Settings
 from evals.answers import AnswerCheck, check
 from evals.datasets.format import Dataset, Question, check_tenants, load_dataset
@@ -259,9 +260,7 @@ async def _run(
                 row["top_text"] = reader_texts(views, 1)[0]
             f.write(json.dumps(row) + "\n")
             if progress and (i % 100 == 0 or i == len(questions)):
-                print(f"\r  questions {i}/{len(questions)}", end="", file=sys.stderr, flush=True)
-    if progress:
-        print(file=sys.stderr)
+                status_line(f"  questions {i}/{len(questions)}", i == len(questions))
 
 
 def run(
@@ -314,15 +313,12 @@ def run(
             failed = [r for r in results if r.outcome != "written"]
             if failed:
                 raise SystemExit(f"indexing failed: {failed[0]}")
-            if progress:
-                print(
-                    f"\r  index {min(i + 256, len(corpus))}/{len(corpus)} passages",
-                    end="",
-                    file=sys.stderr,
-                    flush=True,
-                )
+            done = min(i + 256, len(corpus))
+            if progress and done < len(corpus):
+                status_line(f"  index {done}/{len(corpus)} passages", False)
         if progress:
-            print(f" ({time.perf_counter() - start:.0f} s)", file=sys.stderr)
+            took = time.perf_counter() - start
+            status_line(f"  index {len(corpus)}/{len(corpus)} passages ({took:.0f} s)", True)
         backend = _generator(settings) if answers else None
         asyncio.run(
             _run(

@@ -433,15 +433,19 @@ def delete(
     return deleted, failed
 
 
+def status_line(text: str, last: bool) -> None:
+    """Progress on stderr: redrawn in place on a terminal, one line an update otherwise (a log
+    file keeps the carriage returns, and the updates ran together on one line)."""
+    if sys.stderr.isatty():
+        print(f"\r{text}", end="\n" if last else "", file=sys.stderr, flush=True)
+    else:
+        print(text, file=sys.stderr, flush=True)
+
+
 def print_progress(done: int, total: int) -> None:
     width = 30
     filled = int(width * done / max(total, 1))
-    bar = f"  ingest [{'#' * filled}{'.' * (width - filled)}] {done}/{total}"
-    if sys.stderr.isatty():
-        print(f"\r{bar}", end="\n" if done >= total else "", file=sys.stderr, flush=True)
-    else:
-        # A log file keeps the carriage returns, and the bars ran together on one line.
-        print(bar, file=sys.stderr, flush=True)
+    status_line(f"  ingest [{'#' * filled}{'.' * (width - filled)}] {done}/{total}", done >= total)
 
 
 def n_documents(n: int) -> str:
