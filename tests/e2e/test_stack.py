@@ -676,8 +676,14 @@ def test_a_curated_answer_bypasses_the_gate_only_for_its_own_question(stack: Sta
         ):
             d = decide(off_topic)
             assert d.reason != gate_pb2.REASON_CURATED_ANSWER, off_topic
-            if "password" not in off_topic:
+            if "reset" not in off_topic:
                 assert d.outcome == gate_pb2.OUTCOME_REFUSE, off_topic
+        # Judged as ordinary evidence, the paraphrase is answered from it. (The near misses on
+        # "reset" are the evidence reader's to judge, and it reads "reset my PIN" as answered
+        # by a password reset: docs/evaluation.md, "Small tenants".)
+        paraphrase = decide("I forgot my password, how can I reset it?")
+        assert paraphrase.outcome == gate_pb2.OUTCOME_PASS
+        assert paraphrase.reason != gate_pb2.REASON_CURATED_ANSWER
         asked = decide("How can I reset my password")
         assert asked.reason == gate_pb2.REASON_CURATED_ANSWER
         assert asked.evidence[0].document_id == "faq-password"
