@@ -27,6 +27,7 @@ from pathlib import Path
 
 import grpc
 
+from candor.cli.client import status_line
 from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from candor.runtime.server import health_check
 from evals import bench_output
@@ -157,9 +158,8 @@ def run_one(n_chunks: int, n_queries: int, port: int = 0) -> Result:
                         timeout=600,
                     )
                     done = min(i + 200, len(docs))
-                    print(f"\r  ingest {done}/{len(docs)}", end="", file=sys.stderr, flush=True)
+                    status_line(f"  ingest {done}/{len(docs)}", done == len(docs))
                 ingest_rate = len(docs) / (time.perf_counter() - start)
-                print(file=sys.stderr)
             # Restart as a deploy would: start-up builds the dense HNSW index (Edge's optimizer
             # blocks its process, so the service does it before reporting SERVING).
             proc.send_signal(signal.SIGTERM)

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import grpc
 
+from candor.cli.client import status_line
 from candor.gate.v1 import gate_pb2, gate_pb2_grpc
 from candor.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from candor.runtime.server import health_check
@@ -194,13 +195,8 @@ def ingest(
                 retrieval_pb2.UpsertDocumentsRequest(tenant=tenant, documents=docs[i : i + 200]),
                 timeout=600,
             )
-            print(
-                f"\r  ingest {min(i + 200, len(docs))}/{len(docs)}",
-                end="",
-                file=sys.stderr,
-                flush=True,
-            )
-    print(file=sys.stderr)
+            done = min(i + 200, len(docs))
+            status_line(f"  ingest {done}/{len(docs)}", done == len(docs))
     return len(docs) / (time.perf_counter() - start)
 
 

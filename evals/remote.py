@@ -268,10 +268,7 @@ def run(
             for i, row in enumerate(pool.map(one, questions), start=1):
                 f.write(json.dumps(row) + "\n")
                 if progress and (i % 100 == 0 or i == len(questions)):
-                    done = f"\r  questions {i}/{len(questions)}"
-                    print(done, end="", file=sys.stderr, flush=True)
-    if progress and questions:
-        print(file=sys.stderr)
+                    client.status_line(f"  questions {i}/{len(questions)}", i == len(questions))
     return summary
 
 
