@@ -147,11 +147,13 @@ def _stop_starting(signum: int, frame: object) -> None:
 
 async def _serve(args: argparse.Namespace) -> int:
     from candor.cli.stack import start_stack
+    from candor.runtime.event_loop import install_exception_handler
     from candor.runtime.server import serve_until_signal
     from candor.secrets import SecretError
     from candor.token import SigningKeyError
     from retrieval_svc.stores.data_dir import DataDirError
 
+    install_exception_handler()
     # Everything serve writes to stderr is a JSON log line: `kubectl logs | jq` reads it all.
     try:
         settings = load_settings(args.config)

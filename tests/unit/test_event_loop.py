@@ -1,0 +1,49 @@
+"""The serving loop's exception handler: grpc's poller wake-ups are quiet, the rest is not."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from candor.runtime.event_loop import install_exception_handler
+
+
+class PollerCompletionQueue:
+    """Named as grpc's Cython class is, so the callback's handle reads the same."""
+
+    def _handle_events(self) -> None:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+
+def _other_callback() -> None:
+    raise BlockingIOError(11, "a socket of ours")
+
+
+async def _run_callbacks(*callbacks: object) -> None:
+    install_exception_handler()
+    loop = asyncio.get_running_loop()
+    for callback in callbacks:
+        loop.call_soon(callback)  # type: ignore[arg-type]
+    await asyncio.sleep(0.01)
+
+
+def test_a_grpc_poller_wakeup_is_logged_at_debug_only(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    asyncio.run(_run_callbacks(PollerCompletionQueue()._handle_events))
+    assert [r.levelno for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert [r.getMessage() for r in caplog.records if r.name == "candor.event_loop"] == [
+        "grpc poller woke without an event"
+    ]
+
+
+def test_any_other_callback_error_still_reaches_asyncios_handler(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    asyncio.run(_run_callbacks(_other_callback, PollerCompletionQueue()._handle_events))
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1
+    assert errors[0].name == "asyncio"
+    assert "_other_callback" in errors[0].getMessage()
