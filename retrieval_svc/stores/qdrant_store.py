@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -73,9 +74,7 @@ class QdrantDenseStore:
         # abandoned search holding one of the arm's threads that much longer. Whole seconds:
         # qdrant-client takes an int. Over gRPC (prefer_grpc, the default) it is the call's
         # deadline; over REST only Qdrant's own search timeout.
-        self._search_timeout = (
-            max(1, math.ceil(search_timeout_seconds)) if search_timeout_seconds else None
-        )
+        self._search_seconds = search_timeout_seconds or None
         self._collection = collection
         self._dim = dim
         self._embedder = embedder
@@ -282,14 +281,25 @@ class QdrantDenseStore:
         if not include_unpublished:
             must.append(_eq("visibility", PUBLISHED))
 
+        # A tie at the limit is read again with a longer query (best_hits); every query of
+        # one search shares its budget, where each had a full one and a widening search held
+        # its thread for several arm timeouts after the arm gave up.
+        deadline = time.monotonic() + self._search_seconds if self._search_seconds else None
+
         def nearest(n: int) -> list[Hit]:
+            timeout = None
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"dense search past its {self._search_seconds} s budget")
+                timeout = max(1, math.ceil(left))
             response = self._client.query_points(
                 self._collection,
                 query=[float(x) for x in vector],
                 query_filter=models.Filter(must=must),
                 limit=n,
                 with_payload=True,
-                timeout=self._search_timeout,
+                timeout=timeout,
             )
             return [Hit(_chunk(p.payload or {}), float(p.score)) for p in response.points]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -123,3 +124,27 @@ def test_the_factory_gives_the_qdrant_store_the_arm_timeout(
     }
     assert open_dense(load_settings(env=env).retrieval, DIM) == "store"  # type: ignore[comparison-overlap]
     assert seen["search_timeout_seconds"] == 1.5
+
+
+class Slow(Recording):
+    def query_points(self, collection_name: str, **kw: Any) -> Any:
+        time.sleep(0.6)
+        return super().query_points(collection_name, **kw)
+
+
+def test_the_queries_that_read_a_tie_share_the_searchs_budget() -> None:
+    # Each query of a widening search (copies of one text tied at the limit) was given the
+    # whole budget: at 1 s per query it held its thread for ~4 s after the arm gave up.
+    client = Slow()
+    store = QdrantDenseStore(client, "candor-ties", DIM, search_timeout_seconds=1.0)
+    store.upsert(_chunks(40), np.ones((40, DIM), dtype=np.float32))  # all tied
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match="budget"):
+        store.search("t", np.ones(DIM, dtype=np.float32), 2, include_unpublished=True)
+    assert client.query_timeouts == [1, 1]
+    assert time.monotonic() - started < 1.5
+    # Without a budget the tie is read whole.
+    unbounded = QdrantDenseStore(client, "candor-ties", DIM, create=False)
+    client.query_timeouts.clear()
+    assert len(unbounded.search("t", np.ones(DIM, dtype=np.float32), 2, True)) == 2
+    assert len(client.query_timeouts) > 2 and set(client.query_timeouts) == {None}
