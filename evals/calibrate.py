@@ -33,6 +33,7 @@ import yaml
 
 from evals.datasets.format import jsonl_objects
 from gate_svc.policy import parse_policy
+from gate_svc.reader_view import READER_SIGNALS
 
 #: The signals the calibrated model reads. Raw counts that depend on a corpus's size (hits) or
 #: a deployment's options (reranker, curated answers) are left out so the fit transfers, and so
@@ -52,8 +53,12 @@ FEATURES: tuple[str, ...] = (
     "pair_coverage",
     "top_pair_coverage",
     "answer_type_found",
-    "reader",
+    "reader_log_odds",
 )
+#: The reader's column: the one a certain reading sets to 1 and the no-reading model leaves out.
+#: On the log-odds scale (gate_svc.reader_view.reader_log_odds): on the pooled train rows it
+#: read better than the probability in 5-fold CV on every source (docs/evaluation.md).
+READER_FEATURE = "reader_log_odds"
 #: Heavy-tailed scores would enter as log(1 + x); none of the features above is.
 LOG_FEATURES: frozenset[str] = frozenset()
 
@@ -296,7 +301,7 @@ def fit(
         "log_features": sorted(LOG_FEATURES),
     }
     passed = p >= uncertain
-    reader = FEATURES.index("reader")
+    reader = FEATURES.index(READER_FEATURE)
     if coef[reader] > 0:
         calibrated["unread"] = _unread_model(z, y, c, weights, reader)
     if coef[reader] > 0 and read_floor_cost > 0:
@@ -364,7 +369,7 @@ def reader_model(rows: Sequence[dict[str, Any]]) -> str:
     Rows from a deployment (``--target``) do not say which reader it runs; rows scored by two
     readers cannot be fitted as one signal.
     """
-    models = {str(r.get("reader_model", "")) for r in rows if "reader" in r["signals"]}
+    models = {str(r.get("reader_model", "")) for r in rows if READER_SIGNALS & r["signals"].keys()}
     known = sorted(models - {""})
     if len(known) > 1:
         raise SystemExit(f"rows were scored by several evidence readers: {known}")
@@ -520,7 +525,7 @@ def main(argv: list[str] | None = None) -> int:
         read_floor_cost=args.read_floor_cost,
     )
     model = reader_model(rows)
-    if model and fitted["calibrated"]["coefficients"].get("reader"):
+    if model and fitted["calibrated"]["coefficients"].get(READER_FEATURE):
         fitted["calibrated"]["reader_model"] = model
     # --source names the data; the rows' digests stay, so the fit can still be traced to them
     # (by file name only: the provenance is served by GetPolicy, local paths are not its to say).

@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gate_svc.signals import CandidateView
 
-READER_SIGNALS = frozenset({"reader", "reader_top1"})
+READER_SIGNALS = frozenset({"reader", "reader_top1", "reader_log_odds"})
+
+ODDS_FLOOR = 1e-4
+"""Probabilities are read within [ODDS_FLOOR, 1 - ODDS_FLOOR] on the log-odds scale."""
+
+
+def reader_log_odds(p: float) -> float:
+    """The reader's probability on its log-odds scale, clipped and mapped onto 0..1.
+
+    The reader's head is logistic, so its log-odds are what a linear model can weigh: on the
+    probability scale 0.99 and 0.9999 are nearly equal and 0.5 and 0.6 far apart. Mapped onto
+    0..1 so that 0 (no reading) stays the lowest reading and 1 a certain one, as the gate
+    assumes of every reader signal (read floor, skipped reads).
+    """
+    bound = math.log((1 - ODDS_FLOOR) / ODDS_FLOOR)
+    q = min(max(p, ODDS_FLOOR), 1 - ODDS_FLOOR)
+    # Clamped: rounding at the ends left 1 - ODDS_FLOOR a hair above 1.
+    return min(1.0, max(0.0, (math.log(q / (1 - q)) + bound) / (2 * bound)))
 
 
 @dataclass(frozen=True)
@@ -22,7 +40,8 @@ class ReaderView:
     """Not read: even a perfect reading would not have let the decision pass."""
 
     def signal_values(self) -> dict[str, float]:
-        """``reader`` (best of the top chunks), ``reader_top1`` and ``reader_fallback``.
+        """``reader`` (best of the top chunks), ``reader_top1``, ``reader_log_odds`` (the best
+        on the log-odds scale) and ``reader_fallback``.
 
         A failed read leaves ``reader`` unset, which a calibrated policy weighs as 0, the
         lowest reading there is: the decision mostly refuses, and is never more likely to pass
@@ -34,6 +53,7 @@ class ReaderView:
         if self.scores:
             out["reader"] = max(self.scores)
             out["reader_top1"] = self.scores[0]
+            out["reader_log_odds"] = reader_log_odds(out["reader"])
         return out
 
 

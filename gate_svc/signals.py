@@ -340,6 +340,7 @@ SIGNAL_NAMES = frozenset(
         "rerank_fallback",
         "reader",
         "reader_top1",
+        "reader_log_odds",
         "reader_fallback",
         "reader_skipped",
     }

@@ -37,7 +37,8 @@ def test_read_floor_keeps_the_lost_passes_within_the_cost() -> None:
 def test_calibrate_writes_a_read_floor_the_gate_applies_within_its_cost(tmp_path: Path) -> None:
     rows = _rows(600, 3, 1.0)
     for r in rows:
-        r["signals"]["reader"] = float(np.clip(r["signals"]["reader"] / 4 + 0.5, 0.0, 1.0))
+        odds = calibrate.READER_FEATURE
+        r["signals"][odds] = float(np.clip(r["signals"][odds] / 4 + 0.5, 0.0, 1.0))
         r |= {"ranked": {"hybrid": [f"doc-{r['id']}"]}, "policies": {}}
     path = _write(tmp_path / "rows.jsonl", rows)
     plain, floored = tmp_path / "plain.yaml", tmp_path / "floored.yaml"
@@ -71,7 +72,7 @@ def test_calibrate_says_when_no_read_floor_fits(
 ) -> None:
     rows = _rows(200, 2, 1.0)
     for r in rows:
-        r["signals"].pop("reader")  # rows without a reading: the model cannot weigh it
+        r["signals"].pop(calibrate.READER_FEATURE)  # without a reading: the model cannot weigh it
     path = _write(tmp_path / "rows.jsonl", rows)
     out = tmp_path / "x.yaml"
     assert calibrate.main([str(path), "--out", str(out), "--read-floor-cost", "0.01"]) == 0
@@ -84,7 +85,8 @@ def test_a_config_fitted_on_another_reader_is_not_scored_on_these_rows(tmp_path:
     # report numbers no gate produces, so rescore refuses the pairing as the gate does.
     rows = _rows(200, 3, 1.0)
     for r in rows:
-        r["signals"]["reader"] = float(np.clip(r["signals"]["reader"] / 4 + 0.5, 0.0, 1.0))
+        odds = calibrate.READER_FEATURE
+        r["signals"][odds] = float(np.clip(r["signals"][odds] / 4 + 0.5, 0.0, 1.0))
         r |= {"ranked": {"hybrid": [f"doc-{r['id']}"]}, "policies": {}, "reader_model": "aaaa"}
     path = _write(tmp_path / "rows.jsonl", rows)
     out = tmp_path / "fit.yaml"

@@ -74,7 +74,7 @@ def test_calibrate_writes_a_config_the_gate_loads_and_applies(
     # A question even a certain reading could not pass is decided unread (as the gate skips
     # the read): the confidence of the model refit without the reader, capped at a certain
     # reading's.
-    reader = calibrate.FEATURES.index("reader")
+    reader = calibrate.FEATURES.index(calibrate.READER_FEATURE)
     assert model.coef_[0][reader] > 0
     certain = x.copy()
     certain[:, reader] = 1.0
@@ -363,7 +363,7 @@ def test_eval_run_refuses_a_file_reusing_the_shipped_default_s_version(tmp_path:
     text = DEFAULT_POLICY_PATH.read_text()
     bound = re.search(r"^  uncertain: [0-9.]+$", text, re.M)
     assert bound is not None
-    edited.write_text(text.replace(bound.group(0), "  uncertain: 0.9"))
+    edited.write_text(text.replace(bound.group(0), "  uncertain: 0.555"))
     # Refused before anything is indexed: the shipped default's column is not replaced.
     with pytest.raises(SystemExit, match="names another config"):
         harness.run(data, tmp_path / "rows.jsonl", [edited], progress=False)

@@ -160,7 +160,7 @@ def test_every_question_gets_a_row_in_the_in_process_schema(
     for row in rows:
         assert set(row) >= ROW_FIELDS and "error" not in row
         # A deployed gate skips the read when even a certain reading would refuse.
-        assert set(calibrate.FEATURES) - {"reader"} <= set(row["signals"])
+        assert set(calibrate.FEATURES) - {calibrate.READER_FEATURE} <= set(row["signals"])
         assert ("reader" in row["signals"]) != (row["signals"].get("reader_skipped") == 1.0)
         assert set(row["ranked"]) == {"hybrid"}
         assert set(row["policies"]) >= {active, "always_answer", "top1_cosine", "seed001"}

@@ -21,7 +21,13 @@ from gate_svc.reader import (
     shared_reader,
 )
 from gate_svc.reader_files import bundled_name
-from gate_svc.reader_view import ReaderView, reader_texts, weighs_reader
+from gate_svc.reader_view import (
+    READER_SIGNALS,
+    ReaderView,
+    reader_log_odds,
+    reader_texts,
+    weighs_reader,
+)
 from gate_svc.signals import CandidateView
 
 
@@ -150,12 +156,26 @@ def test_the_shipped_file_records_how_it_was_trained(model: str) -> None:
     assert "held-out" in meta["data"]
 
 
+def test_the_log_odds_keep_no_reading_lowest_and_a_certain_one_highest() -> None:
+    assert reader_log_odds(0.0) == 0.0 and reader_log_odds(1.0) == 1.0
+    assert reader_log_odds(0.5) == pytest.approx(0.5)
+    # Equal steps in odds are equal steps here, which they are not in probability.
+    step = reader_log_odds(0.99) - reader_log_odds(0.9)
+    assert reader_log_odds(0.999) - reader_log_odds(0.99) == pytest.approx(step, rel=0.05)
+    assert {"reader", "reader_log_odds"} <= READER_SIGNALS
+
+
 def test_view_signals_and_texts() -> None:
-    assert ReaderView((0.2, 0.7)).signal_values() == {
-        "reader_fallback": 0.0,
-        "reader": 0.7,
-        "reader_top1": 0.2,
-    }
+    # log(0.7 / 0.3) = 0.8473 on a scale whose ends are log(9999) = 9.2102 either side of 0.
+    assert ReaderView((0.2, 0.7)).signal_values() == pytest.approx(
+        {
+            "reader_fallback": 0.0,
+            "reader": 0.7,
+            "reader_top1": 0.2,
+            "reader_log_odds": (0.8473 + 9.2102) / (2 * 9.2102),
+        },
+        abs=1e-4,
+    )
     assert ReaderView(error="boom").signal_values() == {"reader_fallback": 1.0}
     c = CandidateView("c", "p", "d", "Tides", "Two a day.", 1, 0.5, 1.0, 0.1, 1, True)
     assert reader_texts([c, c], 1) == ["Tides\nTwo a day."]
