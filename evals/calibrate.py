@@ -44,6 +44,10 @@ from gate_svc.reader_view import READER_SIGNALS
 #: read them passed 20 of 499 answerable test questions (docs/evaluation.md, "Small tenants").
 #: What the evidence says of the question (coverage of its rare words, sentence alignment, the
 #: reader) does not depend on who else is in the tenant.
+#: The reader's column: the one a certain reading sets to 1 and the no-reading model leaves out.
+#: On the log-odds scale (gate_svc.reader_view.reader_log_odds): on the pooled train rows it
+#: read better than the probability in 5-fold CV on every source (docs/evaluation.md).
+READER_FEATURE = "reader_log_odds"
 FEATURES: tuple[str, ...] = (
     "top_cosine",
     "top_in_both",
@@ -53,12 +57,8 @@ FEATURES: tuple[str, ...] = (
     "pair_coverage",
     "top_pair_coverage",
     "answer_type_found",
-    "reader_log_odds",
+    READER_FEATURE,
 )
-#: The reader's column: the one a certain reading sets to 1 and the no-reading model leaves out.
-#: On the log-odds scale (gate_svc.reader_view.reader_log_odds): on the pooled train rows it
-#: read better than the probability in 5-fold CV on every source (docs/evaluation.md).
-READER_FEATURE = "reader_log_odds"
 #: Heavy-tailed scores would enter as log(1 + x); none of the features above is.
 LOG_FEATURES: frozenset[str] = frozenset()
 

@@ -12,6 +12,7 @@ READER_SIGNALS = frozenset({"reader", "reader_top1", "reader_log_odds"})
 
 ODDS_FLOOR = 1e-4
 """Probabilities are read within [ODDS_FLOOR, 1 - ODDS_FLOOR] on the log-odds scale."""
+_ODDS_BOUND = math.log((1 - ODDS_FLOOR) / ODDS_FLOOR)
 
 
 def reader_log_odds(p: float) -> float:
@@ -22,10 +23,9 @@ def reader_log_odds(p: float) -> float:
     0..1 so that 0 (no reading) stays the lowest reading and 1 a certain one, as the gate
     assumes of every reader signal (read floor, skipped reads).
     """
-    bound = math.log((1 - ODDS_FLOOR) / ODDS_FLOOR)
     q = min(max(p, ODDS_FLOOR), 1 - ODDS_FLOOR)
     # Clamped: rounding at the ends left 1 - ODDS_FLOOR a hair above 1.
-    return min(1.0, max(0.0, (math.log(q / (1 - q)) + bound) / (2 * bound)))
+    return min(1.0, max(0.0, (math.log(q / (1 - q)) + _ODDS_BOUND) / (2 * _ODDS_BOUND)))
 
 
 @dataclass(frozen=True)

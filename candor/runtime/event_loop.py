@@ -30,6 +30,7 @@ def _handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
     loop.default_exception_handler(context)
 
 
-def install_exception_handler(loop: asyncio.AbstractEventLoop | None = None) -> None:
-    """Quiet grpc's harmless poller wake-ups; everything else goes to asyncio's default."""
-    (loop or asyncio.get_running_loop()).set_exception_handler(_handle)
+def install_exception_handler() -> None:
+    """On the running loop: quiet grpc's harmless poller wake-ups; everything else goes to
+    asyncio's default handler."""
+    asyncio.get_running_loop().set_exception_handler(_handle)
