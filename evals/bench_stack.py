@@ -69,6 +69,19 @@ async def passing_when_idle(gate: gate_pb2_grpc.GateServiceStub, queries: list[s
     return passing
 
 
+async def read_share(gate: gate_pb2_grpc.GateServiceStub, queries: list[str]) -> float:
+    """Share of the distinct ``queries`` whose decision ran the evidence reader.
+
+    A read is most of a decision's cost beyond retrieval, and the read floor skips it where no
+    reading could pass, so this says what the "refused" and "answered" figures paid for."""
+    distinct = sorted(set(queries))
+    read = 0
+    for q in distinct:
+        reply = await gate.Evaluate(gate_pb2.EvaluateRequest(tenant="bench", query=q))
+        read += any(s.name == "reader" for s in reply.decision.signals)
+    return read / max(1, len(distinct))
+
+
 async def load(
     call: Callable[[str], Awaitable[object]], queries: list[str], in_flight: int
 ) -> tuple[list[float], float]:
@@ -116,6 +129,8 @@ async def _measure(
         # Keep the fragments the gate passes, so "ask_answered" really reaches the generator.
         passing = await passing_when_idle(gate, answered)
         results["answered_pass_rate"] = {"share": len(passing) / max(1, len(answered))}
+        results["refused_read_rate"] = {"share": await read_share(gate, refused)}
+        results["answered_read_rate"] = {"share": await read_share(gate, passing)}
         n_answered = len(answered) // 3
         answered_passing = [passing[i % len(passing)] for i in range(n_answered)] if passing else []
         ops: dict[str, tuple[Callable[[str], Awaitable[object]], list[str]]] = {
@@ -260,7 +275,9 @@ def report(runs: list[dict[str, object]]) -> str:
         lines.append(
             f"| {r['chunks']:,} | (stack) | ingest {r['ingest_chunks_per_s']:.0f} chunks/s, "
             f"peak RSS {r['peak_rss_mib']:.0f} MiB, restart {r['restart_seconds']:.1f} s, "
-            f"answered queries passing the gate {ops['answered_pass_rate']['share']:.0%} | | | |"
+            f"answered queries passing the gate {ops['answered_pass_rate']['share']:.0%}, "
+            f"read by the evidence reader: refused {ops['refused_read_rate']['share']:.0%}, "
+            f"answered {ops['answered_read_rate']['share']:.0%} | | | |"
         )
     return "\n".join(lines) + "\n"
 

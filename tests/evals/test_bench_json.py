@@ -84,3 +84,25 @@ def test_keyword_bench_spreads_chunks_evenly_over_tenants() -> None:
     assert {c.tenant for c in chunks} == {"t0", "t1", "t2", "t3"}
     assert all(sum(c.tenant == t for c in chunks) == 15 for t in ("t0", "t1", "t2", "t3"))
     assert len({c.chunk_id for c in chunks}) == 60
+
+
+async def test_stack_bench_counts_each_distinct_query_whose_decision_was_read() -> None:
+    from candor.gate.v1 import gate_pb2
+    from evals.bench_stack import read_share
+
+    class Gate:
+        def __init__(self) -> None:
+            self.asked: list[str] = []
+
+        async def Evaluate(self, request: gate_pb2.EvaluateRequest) -> gate_pb2.EvaluateResponse:
+            self.asked.append(request.query)
+            # Only a decision that ran the reader carries its score; a skipped one says so.
+            name = "reader" if request.query.startswith("read") else "reader_skipped"
+            signals = [gate_pb2.Signal(name=name, value=1.0)]
+            return gate_pb2.EvaluateResponse(decision=gate_pb2.Decision(signals=signals))
+
+    gate = Gate()
+    share = await read_share(gate, ["read a", "skip b", "read a", "skip c", "read d"])  # type: ignore[arg-type]
+    assert share == 0.5  # 2 of the 4 distinct queries
+    assert sorted(gate.asked) == ["read a", "read d", "skip b", "skip c"]
+    assert await read_share(gate, []) == 0.0
