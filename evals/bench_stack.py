@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 
 import grpc
@@ -59,27 +59,30 @@ def answered_queries(docs: list[retrieval_pb2.Document], n: int, seed: int = 5) 
     return out
 
 
+async def idle_decisions(
+    gate: gate_pb2_grpc.GateServiceStub, queries: list[str]
+) -> dict[str, gate_pb2.Decision]:
+    """Each distinct query's decision, asked one at a time."""
+    decisions = {}
+    for q in dict.fromkeys(queries):
+        reply = await gate.Evaluate(gate_pb2.EvaluateRequest(tenant="bench", query=q))
+        decisions[q] = reply.decision
+    return decisions
+
+
 async def passing_when_idle(gate: gate_pb2_grpc.GateServiceStub, queries: list[str]) -> list[str]:
     """The queries the gate passes, asked one at a time."""
-    passing = []
-    for q in queries:
-        reply = await gate.Evaluate(gate_pb2.EvaluateRequest(tenant="bench", query=q))
-        if reply.decision.outcome == gate_pb2.OUTCOME_PASS:
-            passing.append(q)
-    return passing
+    decisions = await idle_decisions(gate, queries)
+    return [q for q in queries if decisions[q].outcome == gate_pb2.OUTCOME_PASS]
 
 
-async def read_share(gate: gate_pb2_grpc.GateServiceStub, queries: list[str]) -> float:
-    """Share of the distinct ``queries`` whose decision ran the evidence reader.
+def read_share(decisions: Iterable[gate_pb2.Decision]) -> float:
+    """Share of ``decisions`` that ran the evidence reader.
 
     A read is most of a decision's cost beyond retrieval, and the read floor skips it where no
     reading could pass, so this says what the "refused" and "answered" figures paid for."""
-    distinct = sorted(set(queries))
-    read = 0
-    for q in distinct:
-        reply = await gate.Evaluate(gate_pb2.EvaluateRequest(tenant="bench", query=q))
-        read += any(s.name == "reader" for s in reply.decision.signals)
-    return read / max(1, len(distinct))
+    read = [any(s.name == "reader" for s in d.signals) for d in decisions]
+    return sum(read) / max(1, len(read))
 
 
 async def load(
@@ -127,10 +130,12 @@ async def _measure(
             ]
 
         # Keep the fragments the gate passes, so "ask_answered" really reaches the generator.
-        passing = await passing_when_idle(gate, answered)
+        decided = await idle_decisions(gate, answered)
+        passing = [q for q in answered if decided[q].outcome == gate_pb2.OUTCOME_PASS]
         results["answered_pass_rate"] = {"share": len(passing) / max(1, len(answered))}
-        results["refused_read_rate"] = {"share": await read_share(gate, refused)}
-        results["answered_read_rate"] = {"share": await read_share(gate, passing)}
+        refusals = (await idle_decisions(gate, refused)).values()
+        results["refused_read_rate"] = {"share": read_share(refusals)}
+        results["answered_read_rate"] = {"share": read_share(decided[q] for q in set(passing))}
         n_answered = len(answered) // 3
         answered_passing = [passing[i % len(passing)] for i in range(n_answered)] if passing else []
         ops: dict[str, tuple[Callable[[str], Awaitable[object]], list[str]]] = {

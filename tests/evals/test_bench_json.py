@@ -86,9 +86,9 @@ def test_keyword_bench_spreads_chunks_evenly_over_tenants() -> None:
     assert len({c.chunk_id for c in chunks}) == 60
 
 
-async def test_stack_bench_counts_each_distinct_query_whose_decision_was_read() -> None:
+async def test_stack_bench_decides_each_query_once_and_counts_the_reads() -> None:
     from candor.gate.v1 import gate_pb2
-    from evals.bench_stack import read_share
+    from evals.bench_stack import idle_decisions, passing_when_idle, read_share
 
     class Gate:
         def __init__(self) -> None:
@@ -97,12 +97,17 @@ async def test_stack_bench_counts_each_distinct_query_whose_decision_was_read() 
         async def Evaluate(self, request: gate_pb2.EvaluateRequest) -> gate_pb2.EvaluateResponse:
             self.asked.append(request.query)
             # Only a decision that ran the reader carries its score; a skipped one says so.
-            name = "reader" if request.query.startswith("read") else "reader_skipped"
-            signals = [gate_pb2.Signal(name=name, value=1.0)]
-            return gate_pb2.EvaluateResponse(decision=gate_pb2.Decision(signals=signals))
+            read = request.query.startswith("read")
+            signals = [gate_pb2.Signal(name="reader" if read else "reader_skipped", value=1.0)]
+            outcome = gate_pb2.OUTCOME_PASS if read else gate_pb2.OUTCOME_REFUSE
+            decision = gate_pb2.Decision(outcome=outcome, signals=signals)
+            return gate_pb2.EvaluateResponse(decision=decision)
 
     gate = Gate()
-    share = await read_share(gate, ["read a", "skip b", "read a", "skip c", "read d"])  # type: ignore[arg-type]
-    assert share == 0.5  # 2 of the 4 distinct queries
-    assert sorted(gate.asked) == ["read a", "read d", "skip b", "skip c"]
-    assert await read_share(gate, []) == 0.0
+    queries = ["read a", "skip b", "read a", "skip c", "read d"]
+    decisions = await idle_decisions(gate, queries)  # type: ignore[arg-type]
+    assert gate.asked == ["read a", "skip b", "skip c", "read d"]  # each once, in order
+    assert read_share(decisions.values()) == 0.5  # 2 of the 4 distinct queries
+    assert read_share([]) == 0.0
+    # Duplicates that pass stay, as the load replays them.
+    assert await passing_when_idle(gate, queries) == ["read a", "read a", "read d"]  # type: ignore[arg-type]
