@@ -70,10 +70,14 @@ async def idle_decisions(
     return decisions
 
 
+def passed(queries: list[str], decisions: dict[str, gate_pb2.Decision]) -> list[str]:
+    """The ``queries`` whose decision passed, repeats kept (the load replays them)."""
+    return [q for q in queries if decisions[q].outcome == gate_pb2.OUTCOME_PASS]
+
+
 async def passing_when_idle(gate: gate_pb2_grpc.GateServiceStub, queries: list[str]) -> list[str]:
     """The queries the gate passes, asked one at a time."""
-    decisions = await idle_decisions(gate, queries)
-    return [q for q in queries if decisions[q].outcome == gate_pb2.OUTCOME_PASS]
+    return passed(queries, await idle_decisions(gate, queries))
 
 
 def read_share(decisions: Iterable[gate_pb2.Decision]) -> float:
@@ -131,7 +135,7 @@ async def _measure(
 
         # Keep the fragments the gate passes, so "ask_answered" really reaches the generator.
         decided = await idle_decisions(gate, answered)
-        passing = [q for q in answered if decided[q].outcome == gate_pb2.OUTCOME_PASS]
+        passing = passed(answered, decided)
         results["answered_pass_rate"] = {"share": len(passing) / max(1, len(answered))}
         refusals = (await idle_decisions(gate, refused)).values()
         results["refused_read_rate"] = {"share": read_share(refusals)}
