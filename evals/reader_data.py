@@ -468,9 +468,22 @@ def main(argv: list[str] | None = None) -> int:
         metavar="PAIRS",
         help="with --own-paragraphs: leave out pairs already in PAIRS (repeatable)",
     )
+    ap.add_argument(
+        "--counterfactual-of",
+        type=Path,
+        metavar="PAIRS",
+        help="instead of building pairs: a near-miss twin of each positive in PAIRS with its "
+        "answer replaced (evals.reader_counterfactual)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    if args.own_paragraphs is not None:
+    if args.counterfactual_of is not None:
+        from evals.reader_counterfactual import counterfactual_pairs
+
+        records = halueval._parse_qa(halueval.read_source(halueval.fetch_wheel()).files["qa"])
+        answers = {r.line: r.answer for r in records}
+        pairs = counterfactual_pairs(read_pairs(args.counterfactual_of), answers, args.seed)
+    elif args.own_paragraphs is not None:
         if args.disflqa is None:
             ap.error("--own-paragraphs needs --disflqa DATASET")
         besides = [p for path in args.besides for p in read_pairs(path)]

@@ -259,6 +259,35 @@ def from_base(path: Path | None = None, keep_layers: int | None = None) -> Reade
     return reader
 
 
+def from_reader(path: Path) -> Reader:
+    """A reader exported by :func:`export` (int8, head included), to train further.
+
+    Its linear maps are ``MatMulInteger`` weights with anonymous names, each placed by the
+    named bias its output reaches (:func:`_integer_matmul_weights`); the training-only span
+    head was never exported and starts fresh.
+    """
+    model = onnx.load(str(path))
+    w = _dequantised(model)
+    link = _integer_matmul_weights(model)
+    layers = len({k.split(".")[1] for k in w if k.startswith("layers.")})
+    reader = Reader(layers)
+    sd: dict[str, torch.Tensor] = {}
+    for name, param in reader.state_dict().items():
+        if name.startswith("span."):
+            continue
+        if name.endswith(".weight") and name[: -len("weight")] + "bias" in link:
+            arr = w[link[name[: -len("weight")] + "bias"]].T.copy()
+        else:
+            arr = w[name]
+        if tuple(arr.shape) != tuple(param.shape):
+            raise RuntimeError(f"{name}: {arr.shape} in {path}, the reader has {param.shape}")
+        sd[name] = torch.tensor(arr, dtype=param.dtype)
+    missing = reader.load_state_dict(sd, strict=False)
+    if set(missing.missing_keys) != {"span.weight", "span.bias"} or missing.unexpected_keys:
+        raise RuntimeError(f"weight mapping mismatch: {missing}")
+    return reader
+
+
 def teacher_logits(
     pairs: list[reader_data.Pair], teachers: list[Path], cache: Path | None = None
 ) -> dict[tuple[str, str], float]:
@@ -437,9 +466,10 @@ def train(
     keep_layers: int | None = None,
     soft: dict[tuple[str, str], float] | None = None,
     distill: float = 0.0,
+    init: Path | None = None,
 ) -> Reader:
     torch.manual_seed(seed)
-    model = from_base(base, keep_layers)
+    model = from_reader(init) if init is not None else from_base(base, keep_layers)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     steps = max(1, int(epochs * len(pairs) / batch))
     warm = max(1, steps // 10)
@@ -559,7 +589,15 @@ def main(argv: list[str] | None = None) -> int:
         help="share of the teacher in each target (with --teacher); the rest is the label",
     )
     ap.add_argument("--teacher-cache", type=Path, help="JSONL of teacher logits, reused")
+    ap.add_argument(
+        "--init",
+        type=Path,
+        help="train further a reader this script exported (e.g. gate_svc/models/reader-v4.onnx), "
+        "head included, instead of starting from --base",
+    )
     args = ap.parse_args(argv)
+    if args.init is not None and (args.base is not None or args.keep_layers is not None):
+        ap.error("--init starts from a trained reader; it takes no --base or --keep-layers")
     if args.teacher and not 0 < args.distill <= 1:
         ap.error("--distill must be in (0, 1] with --teacher")
     torch.set_num_threads(args.threads)
@@ -600,12 +638,19 @@ def main(argv: list[str] | None = None) -> int:
         keep_layers=args.keep_layers,
         soft=soft,
         distill=distill,
+        init=args.init,
     )
     final = evaluate(model, dev)
     print(json.dumps({"dev": final}), file=sys.stderr)
     export(model, args.out)
     meta = {
-        "base": args.base.name if args.base else MINILM_BASE,
+        "base": (
+            f"{args.init.name}, trained further"
+            if args.init
+            else args.base.name
+            if args.base
+            else MINILM_BASE
+        ),
         "data": "HaluEval-QA questions outside every evaluated build's held-out lines (no shared "
         "passage or 8-word run with the 2,000 build or the full build's test split)",
         "extra_pairs": [str(p) for p in args.extra_pairs],

@@ -94,3 +94,28 @@ def test_several_teachers_average_their_logits_not_their_probabilities(monkeypat
     got = reader_train.teacher_logits(_pairs()[:1], [Path("a.onnx"), Path("b.onnx")])
     # (logit 0.5 + logit 0.9) / 2 = ln(9) / 2; the mean probability 0.7 would give ln(7/3).
     assert list(got.values()) == pytest.approx([math.log(9) / 2])
+
+
+def test_a_shipped_reader_loaded_to_train_further_reads_as_onnx_runtime_does() -> None:
+    """--init maps the int8 export back onto the network; a misplaced matrix would scramble
+    the order of its scores, int8 rounding only nudges them."""
+    import numpy as np
+
+    from evals.reader_data import Pair
+    from evals.reader_train import _batch, from_reader
+    from gate_svc.reader import MODEL_PATH, EvidenceReader
+
+    model = from_reader(MODEL_PATH).eval()
+    runtime = EvidenceReader(MODEL_PATH)
+    hamlet = "who wrote Hamlet?"
+    pairs = [
+        *_pairs(),
+        Pair(3, hamlet, "Hamlet is a tragedy by Shakespeare.", "answers"),
+        Pair(3, hamlet, "Paris is the capital of France.", "off_topic"),
+    ]
+    with torch.no_grad():
+        ours = [model(**_batch([p])).item() for p in pairs]
+    theirs = [runtime.score(p.question, [p.evidence])[0] for p in pairs]
+    logits = [math.log(q / (1 - q)) for q in theirs]
+    assert np.argsort(ours).tolist() == np.argsort(logits).tolist()
+    assert max(abs(a - b) for a, b in zip(ours, logits, strict=True)) < 1.0
