@@ -56,7 +56,10 @@ def counterfactual_pairs(
     kind. Twins that keep any word of the answer the question lacks are dropped."""
     rng = random.Random(seed)
     pool: dict[str, list[str]] = {}
-    for answer in sorted(set(answers.values())):
+    # Wrong answers come from these pairs' own questions: an evaluated question's answer must
+    # not reach training, even as a wrong entity.
+    own_answers = {answers[p.question_line] for p in pairs if p.question_line in answers}
+    for answer in sorted(own_answers):
         if halueval.answer_pattern(answer) is not None:
             pool.setdefault(answer_kind(answer), []).append(answer)
     out: list[Pair] = []
@@ -72,9 +75,14 @@ def counterfactual_pairs(
             _opens_sentence(p.evidence, m.start()) for m in pattern.finditer(p.evidence)
         )
         if not subject or rng.random() < swap_share:
-            replacement = rng.choice(pool[kind])
-            if pattern.search(replacement) or replacement.casefold() in p.question.casefold():
+            rivals = [
+                a
+                for a in pool.get(kind, ())
+                if not pattern.search(a) and a.casefold() not in p.question.casefold()
+            ]
+            if not rivals:
                 continue
+            replacement = rng.choice(rivals)
         else:
             replacement = _pronoun(p.question, rng)
         text = _replace(pattern, p.evidence, replacement)

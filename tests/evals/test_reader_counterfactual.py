@@ -32,14 +32,17 @@ def test_an_answer_opening_its_sentence_becomes_a_pronoun() -> None:
 
 
 def test_an_answer_mid_sentence_is_swapped_for_another_answer_of_its_kind() -> None:
-    twin = _twin(Pair(2, "Which studio made the film?", "The film was made by Gaumont.", "answers"))
-    names = ("Zara Phillips", "Tom Paxton", "Arthur's Magazine", "Pathé")
-    assert twin is not None
-    assert twin.evidence in {f"The film was made by {n}." for n in names}
-    year = _twin(
-        Pair(3, "When was it founded?", "It was founded in 1844 in Philadelphia.", "answers")
-    )
-    assert year is not None and year.evidence == "It was founded in 1991 in Philadelphia."
+    film = Pair(2, "Which studio made the film?", "The film was made by Gaumont.", "answers")
+    other = Pair(6, "Which studio made the short?", "The short was made by Pathé.", "answers")
+    twins = counterfactual_pairs([film, other], ANSWERS, seed=0, swap_share=0.0)
+    assert [t.evidence for t in twins] == [
+        "The film was made by Pathé.",
+        "The short was made by Gaumont.",
+    ]
+    founded = Pair(3, "When was it founded?", "It was founded in 1844 in Philadelphia.", "answers")
+    rival = Pair(7, "When was it sold?", "It was sold in 1991.", "answers")
+    year = counterfactual_pairs([founded, rival], ANSWERS, seed=0)[0]
+    assert year.evidence == "It was founded in 1991 in Philadelphia."
 
 
 def test_no_twin_where_the_answer_is_in_the_question_or_not_in_the_evidence() -> None:
@@ -64,3 +67,15 @@ def test_answer_kinds() -> None:
         "name",
         "other",
     ]
+
+
+def test_wrong_answers_come_only_from_the_pairs_own_questions() -> None:
+    """An evaluated question's answer is in ``answers`` (the whole source) but not in the pairs:
+    it must never be swapped in."""
+    pairs = [
+        Pair(2, "Which studio made the film?", "The film was made by Gaumont.", "answers"),
+        Pair(1, GODMOTHER, "Mia Tindall's godmother is Zara Phillips.", "answers"),
+    ]
+    for seed in range(20):
+        for twin in counterfactual_pairs(pairs, ANSWERS, seed=seed):
+            assert not any(a in twin.evidence for a in ("Tom Paxton", "Arthur's Magazine", "Pathé"))
