@@ -22,6 +22,11 @@ v4's Disfl-QA pairs (2,408) came from the builder before it retrieved over the f
 alone; today's builder writes 2,478 other pairs, so this recipe now trains "v4c"
 (docs/evaluation.md, the reader section).
 
+``--init READER.onnx`` trains a reader this script exported further (head included) instead of
+starting from a base; with ``python -m evals.reader_data --counterfactual-of PAIRS`` (each
+positive's twin with its answer replaced) it is how the counterfactual round of 2026-11-29 was
+run (docs/evaluation.md, the reader section).
+
 ``--teacher FILE`` (repeatable) distils: each pair's target becomes ``(1 - d) * label + d *
 teacher probability`` (``--distill d``, default 0.5; the teachers' mean logit), so a small
 reader can learn what a deeper one reads without paying for its depth at every read.
