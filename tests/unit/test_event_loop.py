@@ -1,4 +1,5 @@
-"""The serving loop's exception handler: grpc's poller wake-ups are quiet, the rest is not."""
+"""The serving loop's exception handler: grpc's poller wake-ups and its events for closed
+loops are quiet, the rest is not."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ from candor.runtime.event_loop import install_exception_handler
 class PollerCompletionQueue:
     """Named as grpc's Cython class is, so the callback's handle reads the same."""
 
+    def __init__(self, error: Exception | None = None) -> None:
+        self.error = error or BlockingIOError(11, "Resource temporarily unavailable")
+
     def _handle_events(self) -> None:
-        raise BlockingIOError(11, "Resource temporarily unavailable")
+        raise self.error
 
 
 def _other_callback() -> None:
@@ -47,3 +51,28 @@ def test_any_other_callback_error_still_reaches_asyncios_handler(
     assert len(errors) == 1
     assert errors[0].name == "asyncio"
     assert "_other_callback" in errors[0].getMessage()
+
+
+def test_a_grpc_event_for_a_closed_loop_is_logged_at_debug_only(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Reproduced with real grpc (2026-12-06): a Watch stream left open when its loop closed
+    # made the next loop's poller raise this, in about half the runs.
+    caplog.set_level(logging.DEBUG)
+    closed = PollerCompletionQueue(RuntimeError("Event loop is closed"))
+    asyncio.run(_run_callbacks(closed._handle_events))
+    assert [r.levelno for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert [r.getMessage() for r in caplog.records if r.name == "candor.event_loop"] == [
+        "grpc event for a closed event loop dropped"
+    ]
+
+
+def test_another_runtime_error_from_the_grpc_poller_still_reaches_asyncios_handler(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    broken = PollerCompletionQueue(RuntimeError("a bug in grpc"))
+    asyncio.run(_run_callbacks(broken._handle_events))
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert [r.name for r in errors] == ["asyncio"]
+    assert "PollerCompletionQueue._handle_events" in errors[0].getMessage()
