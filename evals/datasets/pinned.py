@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -54,6 +55,10 @@ def pip_fetch(
     return check_sha256(path, sha256)
 
 
+#: HTTP answers that mean the file is gone, not that the network failed.
+_WITHDRAWN = frozenset((403, 404, 410))
+
+
 def url_fetch(url: str, sha256: str, cache_dir: Path | str) -> Path:
     """``cache_dir/<url's file name>``, downloaded from ``url`` if absent, sha256-checked.
 
@@ -70,7 +75,15 @@ def url_fetch(url: str, sha256: str, cache_dir: Path | str) -> Path:
                 shutil.copyfileobj(resp, out)
         except OSError as exc:
             part.unlink(missing_ok=True)
-            raise SourceError(f"could not download {url}: {exc}") from exc
+            hint = ""
+            if isinstance(exc, urllib.error.HTTPError) and exc.code in _WITHDRAWN:
+                # bigbench 1.0.0's sdist answered 403 from 2026-12: a registry can stop
+                # serving a pinned file, and then only a copy kept elsewhere will do.
+                hint = (
+                    f" (the registry no longer serves it: put a copy at {path}; its sha256 "
+                    f"must be {sha256})"
+                )
+            raise SourceError(f"could not download {url}: {exc}{hint}") from exc
         part.replace(path)
     return check_sha256(path, sha256)
 
