@@ -30,9 +30,9 @@ def is_grpc_event_for_a_closed_loop(context: dict[str, Any]) -> bool:
     The poller is shared by every loop grpc has served in the process. An operation still
     pending when its loop closed (a stream or channel never closed) completes later, and the
     poller, running on the current loop, fails to schedule it on the dead one
-    (``RuntimeError: Event loop is closed``). Nothing can be waiting for it. Seen in one CI
-    run: two such events before a failed start's "cannot start" and two after, from an
-    earlier test's loop in the same pytest process.
+    (``RuntimeError: Event loop is closed``). Nothing can be waiting for it. Most likely what
+    one CI run logged as four poller errors around a failed start (that run did not record
+    the exception's type; a stream left open across loops in one process reproduces it).
     """
     exc = context.get("exception")
     return (

@@ -159,9 +159,9 @@ def test_a_start_that_fails_after_the_stores_opened_is_one_line_and_a_clean_stop
         holder.close()
     lines = [json.loads(text) for text in capsys.readouterr().err.strip().splitlines()]
     errors = [line for line in lines if line["level"] == "ERROR"]
-    # Each error's last traceback line, should one come back: once (2026-12-06, one CI run
-    # in ~40) grpc's poller logged "Exception in callback" four times here, events for an
-    # earlier test's closed loop (RuntimeError, reproduced since; candor.runtime.event_loop).
+    # Each error's last traceback line, should one come back: once (2026-12-06, in CI) grpc's
+    # poller logged "Exception in callback" four times here, of a type that run did not
+    # record; most likely events for an earlier test's closed loop (candor.runtime.event_loop).
     why = [(line["msg"][:60], str(line.get("exc", "")).splitlines()[-1:]) for line in errors]
     assert [line["msg"] for line in errors] == ["cannot start"], why
     assert (tmp_path / ".candor.lock").read_text() == "", "the lock file says an unclean stop"
